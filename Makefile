@@ -1,0 +1,40 @@
+# memspec_ros — every target sets the environment up first (idempotent, fast when done).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+ENV := source scripts/env.sh &&
+AUTOSTART ?= 0
+PARAMS ?= config/memspec.yaml
+
+.PHONY: setup demo test lint node bench bench-quick zoo clean help
+
+help:
+	@echo "make demo        set up, start the node with the bundled models, run a dialogue through it"
+	@echo "make test        set up and run the test suite (what CI runs)"
+	@echo "make node        run memspec_node in the foreground (AUTOSTART=1 to configure+activate)"
+	@echo "make bench       full evaluation (every policy, plots, report); make bench-quick for a short one"
+	@echo "make zoo         rebuild the model zoo from offline corpora (long; the zoo is committed)"
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	@$(ENV) python -m memspec_ros.ros.demo --params-file $(PARAMS)
+
+test: setup
+	@$(ENV) ruff check .
+	@$(ENV) python -m pytest
+
+lint: setup
+	@$(ENV) ruff check .
+
+node: setup
+	@$(ENV) .venv/lib/memspec_ros/memspec_node --ros-args --params-file $(PARAMS) -p autostart:=$(if $(filter 1 true yes,$(AUTOSTART)),true,false)
+
+zoo: setup
+	@$(ENV) python -m training.build_zoo
+
+clean:
+	rm -rf build install log .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""ROS 2 layer: the lifecycle node, its parameters and command-line tools."""

@@ -1,0 +1,83 @@
+"""Start ``memspec_node`` as a separate process, as a robot's bringup would.
+
+The demo and the node tests talk to the node only over DDS, so they run it in its own
+process with its own executor; this module owns starting it, collecting its log and
+stopping it without leaving orphans.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+class NodeProcess:
+    """A running memspec_node; use as a context manager so it is always stopped."""
+
+    def __init__(self, params_file: str | Path, overrides: dict[str, object] | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        exe = find_executable()
+        cmd = [str(exe)] if exe else [sys.executable, "-m", "memspec_ros.ros.node_main"]
+        cmd += ["--ros-args", "--params-file", str(params_file)]
+        for key, value in (overrides or {}).items():
+            cmd += ["-p", f"{key}:={_ros_literal(value)}"]
+        self.command = cmd
+        self._env = {**os.environ, **(env or {})}
+        self._env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        self._env["PYTHONUNBUFFERED"] = "1"
+        self._log = tempfile.NamedTemporaryFile(prefix="memspec_node_", suffix=".log", delete=False)  # noqa: SIM115 - lives as long as the process
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> NodeProcess:
+        self.proc = subprocess.Popen(self.command, stdout=self._log, stderr=subprocess.STDOUT, env=self._env)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def log_path(self) -> str:
+        return self._log.name
+
+    def log(self) -> str:
+        """Everything the node printed so far."""
+        return Path(self._log.name).read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout_s: float = 15.0) -> int | None:
+        """SIGINT (like Ctrl-C), then SIGKILL if it does not exit in time; return the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+
+def find_executable(name: str = "memspec_node") -> Path | None:
+    """Find ``lib/memspec_ros/<name>`` the way ``ros2 run`` does: in each install prefix."""
+    prefixes = [p for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p] + [sys.prefix]
+    for prefix in prefixes:
+        candidate = Path(prefix) / "lib" / "memspec_ros" / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _ros_literal(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_ros_literal(v) for v in value) + "]"
+    return str(value)

@@ -1,0 +1,218 @@
+"""Declaration and validation of the node's ROS parameters.
+
+Every parameter is declared once from the table below, with a descriptor (description,
+range, read-only flag) so that ``ros2 param describe`` documents it on a robot. A value
+that violates its range or type in the params file must not crash the node at start-up
+(rclpy raises from ``declare_parameter``): we remember the problem, declare the default,
+and let ``configure`` fail with a message that names the parameter. The node then stays
+alive in ``unconfigured`` and the operator can fix the value and configure again.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rcl_interfaces.msg import (
+    FloatingPointRange,
+    IntegerRange,
+    ParameterDescriptor,
+    ParameterType,
+)
+from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
+from rclpy.node import Node
+
+from memspec_ros.bundled_zoo import bundled_zoo_root
+
+#: Policies the runtime implements (see memspec_ros.runtime.policies).
+POLICIES = (
+    "memspec",
+    "memspec-predict-only",
+    "memspec-manage-only",
+    "static",
+    "reactive",
+    "ucb",
+    "exp3",
+    "hedge",
+    "target-only",
+)
+DTYPES = ("float32", "bfloat16")
+BUSY_POLICIES = ("reject", "queue")
+
+#: Parameters that may change while the node is active; everything else needs a
+#: deactivate/cleanup/configure cycle because it shapes what configure loaded.
+RUNTIME_CHANGEABLE = frozenset({"policy", "check_interval", "num_speculative_tokens"})
+
+_DEFAULT_DRAFTS = ("robot", "code", "math", "legal", "prose", "general")
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter: default, documentation and the constraint checked at configure."""
+
+    name: str
+    default: Any
+    description: str
+    int_range: tuple[int, int] | None = None
+    float_range: tuple[float, float] | None = None
+    choices: tuple[str, ...] | None = None
+
+    def descriptor(self) -> ParameterDescriptor:
+        """Build the ROS descriptor; ranges are enforced by rclpy on later sets too."""
+        desc = self.description
+        if self.choices:
+            desc += " One of: " + ", ".join(self.choices) + "."
+        d = ParameterDescriptor(
+            name=self.name,
+            description=desc,
+            read_only=False,
+            dynamic_typing=False,
+        )
+        if self.int_range:
+            d.integer_range = [IntegerRange(from_value=self.int_range[0], to_value=self.int_range[1], step=1)]
+        if self.float_range:
+            d.floating_point_range = [
+                FloatingPointRange(from_value=self.float_range[0], to_value=self.float_range[1], step=0.0)
+            ]
+        if isinstance(self.default, list) and not self.default:
+            d.type = ParameterType.PARAMETER_STRING_ARRAY
+        return d
+
+
+PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("autostart", False, "Configure and activate right after start-up (what a launch file's auto-transitions do)."),
+    ParamSpec("model_root", "", "Directory that holds the target and draft model folders; every model path must resolve inside it. Empty = the bundled zoo."),
+    ParamSpec("target", "target", "Folder of the target model, relative to model_root."),
+    ParamSpec("draft_names", [f"draft-{d}" for d in _DEFAULT_DRAFTS], "Draft names, in catalogue order."),
+    ParamSpec("draft_paths", [f"draft-{d}" for d in _DEFAULT_DRAFTS], "Draft folders relative to model_root, one per draft_names entry."),
+    ParamSpec("draft_domains", list(_DEFAULT_DRAFTS), "Domain of each draft (used by domain hints and the predictor), one per draft_names entry."),
+    ParamSpec("tolerate_bad_drafts", False, "If true, a draft that fails validation at configure is marked unusable and the node serves without it; if false, configure fails."),
+    ParamSpec("policy", "memspec", "Draft scheduling policy (changeable at run time).", choices=POLICIES),
+    ParamSpec("static_draft", "draft-general", "Draft used by the 'static' policy."),
+    ParamSpec("budget_drafts", 2, "Memory budget as a number of the largest drafts; 0 = use budget_bytes.", int_range=(0, 64)),
+    ParamSpec("budget_bytes", 0, "Memory budget for resident drafts in bytes (used when budget_drafts is 0).", int_range=(0, 2**62)),
+    ParamSpec("check_interval", 4, "Speculative rounds between scheduling decisions (prediction, prefetch, eviction); changeable at run time.", int_range=(1, 64)),
+    ParamSpec("num_speculative_tokens", 4, "Draft tokens proposed per round (k); changeable at run time.", int_range=(1, 16)),
+    ParamSpec("storage_bandwidth_mbps", 0.0, "Emulated storage read bandwidth for draft loads in MB/s (an edge device's flash); 0 = read at native speed.", float_range=(0.0, 1.0e5)),
+    ParamSpec("load_timeout_s", 30.0, "A draft load that takes longer is abandoned and reported.", float_range=(0.1, 3600.0)),
+    ParamSpec("device", "cpu", "torch device for all models (e.g. cpu, cuda:0)."),
+    ParamSpec("dtype", "float32", "Compute dtype of the models.", choices=DTYPES),
+    ParamSpec("num_threads", 0, "torch intra-op threads; 0 = torch's default.", int_range=(0, 256)),
+    ParamSpec("max_new_tokens_limit", 512, "Largest max_new_tokens a goal may ask for.", int_range=(1, 100000)),
+    ParamSpec("max_prompt_chars", 8000, "Longer prompts are rejected with a reason.", int_range=(1, 10_000_000)),
+    ParamSpec("busy_policy", "reject", "What to do with a goal that arrives while another generates: reject it with a reason, or queue it.", choices=BUSY_POLICIES),
+    ParamSpec("max_queue", 4, "Most goals waiting when busy_policy is 'queue'.", int_range=(0, 1000)),
+    ParamSpec("max_sessions", 16, "Most dialogue sessions kept; the least recently used is dropped beyond it.", int_range=(1, 10000)),
+    ParamSpec("feedback_every_rounds", 1, "Send feedback at least every this many speculative rounds.", int_range=(1, 64)),
+    ParamSpec("residency_period_s", 1.0, "Period of the draft_residency re-publication (it is also published on every change).", float_range=(0.05, 3600.0)),
+    ParamSpec("stats_period_s", 0.5, "Period of acceptance_stats and /diagnostics while generating.", float_range=(0.05, 3600.0)),
+)
+PARAMS_BY_NAME = {p.name: p for p in PARAMS}
+
+
+class ConfigError(ValueError):
+    """A parameter value that cannot be used; the message says which and how to fix it."""
+
+
+@dataclass(frozen=True)
+class DraftEntry:
+    """One configured draft."""
+
+    name: str
+    path: Path
+    domain: str
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """Validated parameter values, the input of everything configure builds."""
+
+    values: dict[str, Any]
+    model_root: Path
+    target_path: Path
+    drafts: tuple[DraftEntry, ...] = field(default_factory=tuple)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+
+def declare_all(node: Node) -> dict[str, str]:
+    """Declare every parameter; return {name: problem} for overrides rclpy refused."""
+    problems: dict[str, str] = {}
+    for spec in PARAMS:
+        try:
+            node.declare_parameter(spec.name, spec.default, spec.descriptor())
+        except (InvalidParameterValueException, InvalidParameterTypeException) as exc:
+            problems[spec.name] = _first_line(str(exc))
+            node.declare_parameter(spec.name, spec.default, spec.descriptor(), ignore_override=True)
+    return problems
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+def _confined(root: Path, relative: str, what: str) -> Path:
+    """Resolve a model folder inside root; refuse escapes such as '..' or symlinks out."""
+    if not relative:
+        raise ConfigError(f"parameter '{what}' is empty: give a folder name under model_root ({root})")
+    candidate = (root / relative).resolve()
+    if candidate != root and root not in candidate.parents:
+        raise ConfigError(
+            f"parameter '{what}' = '{relative}' resolves to {candidate}, outside model_root {root}: "
+            "model folders must lie under model_root"
+        )
+    return candidate
+
+
+def validate(values: dict[str, Any], problems: dict[str, str] | None = None) -> NodeConfig:
+    """Check every value against its spec and cross-parameter rules.
+
+    Raises ConfigError naming the first offending parameter. Paths are checked for
+    existence and confinement here; whether they hold loadable models is the loader's job.
+    """
+    for name, problem in (problems or {}).items():
+        raise ConfigError(f"parameter '{name}' has an invalid value in the params file: {problem}")
+    for spec in PARAMS:
+        v = values[spec.name]
+        if spec.choices and v not in spec.choices:
+            raise ConfigError(f"parameter '{spec.name}' = '{v}' is not one of: {', '.join(spec.choices)}")
+        if spec.int_range and not spec.int_range[0] <= v <= spec.int_range[1]:
+            raise ConfigError(f"parameter '{spec.name}' = {v} is outside [{spec.int_range[0]}, {spec.int_range[1]}]")
+        if spec.float_range and (
+            not math.isfinite(v) or not spec.float_range[0] <= v <= spec.float_range[1]
+        ):
+            raise ConfigError(f"parameter '{spec.name}' = {v} is outside [{spec.float_range[0]}, {spec.float_range[1]}]")
+
+    root = Path(values["model_root"]).expanduser() if values["model_root"] else bundled_zoo_root()
+    root = root.resolve()
+    if not root.is_dir():
+        raise ConfigError(f"parameter 'model_root' = '{root}' is not a directory: point it at the folder holding the models")
+    target = _confined(root, values["target"], "target")
+    if not target.is_dir():
+        raise ConfigError(f"parameter 'target': model folder {target} does not exist")
+
+    names, paths, domains = values["draft_names"], values["draft_paths"], values["draft_domains"]
+    if not (len(names) == len(paths) == len(domains)):
+        raise ConfigError(
+            f"parameters 'draft_names' ({len(names)}), 'draft_paths' ({len(paths)}) and "
+            f"'draft_domains' ({len(domains)}) must have one entry per draft"
+        )
+    if len(set(names)) != len(names):
+        raise ConfigError(f"parameter 'draft_names' has duplicates: {list(names)}")
+    drafts = tuple(
+        DraftEntry(name=n, path=_confined(root, p, f"draft_paths[{i}]"), domain=d)
+        for i, (n, p, d) in enumerate(zip(names, paths, domains, strict=True))
+    )
+    if values["policy"] == "static" and values["static_draft"] not in names:
+        raise ConfigError(f"parameter 'static_draft' = '{values['static_draft']}' is not in draft_names {list(names)}")
+    if values["budget_drafts"] == 0 and values["budget_bytes"] == 0:
+        raise ConfigError("parameters 'budget_drafts' and 'budget_bytes' are both 0: set one of them")
+    return NodeConfig(values=dict(values), model_root=root, target_path=target, drafts=drafts)
+
+
+def read_values(node: Node) -> dict[str, Any]:
+    """Current values of every declared parameter."""
+    return {spec.name: node.get_parameter(spec.name).value for spec in PARAMS}

@@ -1,0 +1,41 @@
+"""Fixtures for node tests: a real client node spun by a MultiThreadedExecutor in a thread."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import rclpy
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+
+REPO = Path(__file__).resolve().parents[2]
+PARAMS_FILE = REPO / "config" / "memspec.yaml"
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    """Repository root."""
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def params_file() -> Path:
+    """The params file users run the node with."""
+    return PARAMS_FILE
+
+
+@pytest.fixture(scope="session")
+def client_node() -> Iterator[Node]:
+    rclpy.init()
+    node = rclpy.create_node("memspec_test_client")
+    executor = MultiThreadedExecutor(num_threads=4)
+    executor.add_node(node)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    yield node
+    executor.shutdown()
+    node.destroy_node()
+    rclpy.try_shutdown()

@@ -1,0 +1,60 @@
+"""The node's lifecycle, driven from this (separate) process over real DDS."""
+
+from __future__ import annotations
+
+import time
+
+from memspec_ros.ros.lifecycle_client import LifecycleClient
+from memspec_ros.ros.node_process import NodeProcess
+
+
+def test_full_lifecycle_across_processes(client_node, params_file) -> None:
+    with NodeProcess(params_file) as node:
+        lc = LifecycleClient(client_node)
+        assert lc.wait_for_services(60.0), node.log()
+        assert lc.get_state() == "unconfigured"
+        for transition, expected in [
+            ("configure", "inactive"),
+            ("activate", "active"),
+            ("deactivate", "inactive"),
+            ("cleanup", "unconfigured"),
+            ("configure", "inactive"),
+            ("cleanup", "unconfigured"),
+        ]:
+            assert lc.change_state(transition), f"{transition} failed:\n{node.log()}"
+            assert lc.get_state() == expected
+        assert lc.change_state("shutdown")
+        assert lc.get_state() == "finalized"
+        assert node.alive()
+
+
+def test_bad_parameter_fails_configure_and_node_stays_unconfigured(client_node, params_file) -> None:
+    # Out of range: rclpy refuses it at declaration; the node must not crash.
+    with NodeProcess(params_file, overrides={"check_interval": 0}) as node:
+        lc = LifecycleClient(client_node)
+        assert lc.wait_for_services(60.0), node.log()
+        assert not lc.change_state("configure")
+        assert lc.get_state() == "unconfigured"
+        assert node.alive()
+        assert "check_interval" in node.log()
+
+
+def test_bad_choice_and_escaping_path_are_named(client_node, params_file) -> None:
+    with NodeProcess(params_file, overrides={"policy": "fastest", "target": "../../etc"}) as node:
+        lc = LifecycleClient(client_node)
+        assert lc.wait_for_services(60.0), node.log()
+        assert not lc.change_state("configure")
+        assert lc.get_state() == "unconfigured"
+        assert "'policy'" in node.log()
+
+
+def test_autostart_configures_and_activates(client_node, params_file) -> None:
+    with NodeProcess(params_file, overrides={"autostart": True}) as node:
+        lc = LifecycleClient(client_node)
+        assert lc.wait_for_services(60.0), node.log()
+        deadline = time.monotonic() + 120
+        state = lc.get_state()
+        while state != "active" and time.monotonic() < deadline:
+            time.sleep(0.2)  # polling the node's state while it loads models
+            state = lc.get_state()
+        assert state == "active", node.log()
