@@ -25,6 +25,8 @@ setup(
     entry_points={
         "console_scripts": [
             "memspec_node = memspec_ros.ros.node_main:main",
+            "memspec_generate = memspec_ros.ros.generate_cli:main",
+            "memspec_monitor = memspec_ros.ros.monitor_cli:main",
         ],
     },
 )

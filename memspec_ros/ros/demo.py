@@ -1,7 +1,11 @@
-"""``make demo``: start the node with the bundled models and walk it through its lifecycle.
+"""``make demo``: the node with the bundled models answering a multi-topic robot dialogue.
 
-Everything goes over real DDS to a separate node process, exactly as a robot's dialogue
-stack would talk to it.
+Starts ``memspec_node`` as its own process (as a robot's bringup would), configures and
+activates it over the standard lifecycle services, then plays a dialogue whose turns
+move between domains (robot commands, code, math, licence text, prose) through the
+Generate action. It prints each streamed answer, then what the working set did: which
+drafts were loaded and evicted, how often the active draft changed, and acceptance.
+Everything crosses real DDS, restricted to this machine.
 """
 
 from __future__ import annotations
@@ -9,44 +13,135 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+import time
+from dataclasses import dataclass
 
 import rclpy
+from memspec_interfaces.msg import DraftResidency, DraftState
 from rclpy.executors import MultiThreadedExecutor
 
+from memspec_ros.ros.generate_client import GenerateClient, make_goal
 from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
+from memspec_ros.ros.qos import RESIDENCY_QOS
+
+#: (domain, user turn). The session keeps the whole dialogue as context.
+DIALOGUE: tuple[tuple[str, str], ...] = (
+    ("robot", "USER: Could you go to the kitchen and bring me the red cup\nROBOT:"),
+    ("robot", "\nUSER: Then open the door of the lab\nROBOT:"),
+    ("code", "\ndef clamp(value, low, high):\n    \"\"\"Limit value to the range [low, high].\"\"\"\n"),
+    ("math", "\nProblem: Compute the derivative of 4*x**3 - 2*x with respect to x.\nSolution:"),
+    ("legal", "\nTHE SOFTWARE IS PROVIDED \"AS IS\", WITHOUT WARRANTY OF ANY KIND,"),
+    ("prose", "\nA wise man once said that"),
+    ("robot", "\nUSER: Go back to the charging station\nROBOT:"),
+)
+
+STATE = {DraftState.ON_STORAGE: "storage", DraftState.LOADING: "loading", DraftState.RESIDENT: "resident",
+         DraftState.EVICTING: "evicting"}
+
+
+@dataclass
+class ResidencyLog:
+    """Turns the stream of DraftResidency snapshots into a list of state changes."""
+
+    def __post_init__(self) -> None:
+        self.last: dict[str, int] = {}
+        self.changes: list[tuple[float, str, str, str]] = []
+        self.lock = threading.Lock()
+        self.t0 = time.monotonic()
+
+    def __call__(self, msg: DraftResidency) -> None:
+        with self.lock:
+            for d in msg.drafts:
+                old = self.last.get(d.name)
+                if old is not None and old != d.state:
+                    self.changes.append((time.monotonic() - self.t0, d.name, STATE[old], STATE[d.state]))
+                self.last[d.name] = d.state
+
+    def resident(self) -> list[str]:
+        with self.lock:
+            return [n for n, s in self.last.items() if s == DraftState.RESIDENT]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--params-file", default="config/memspec.yaml")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--storage-mbps", type=float, default=None,
+                        help="emulate an edge device's storage bandwidth for draft loads (MB/s)")
     args = parser.parse_args(argv)
 
     rclpy.init()
     client_node = rclpy.create_node("memspec_demo")
     executor = MultiThreadedExecutor()
     executor.add_node(client_node)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
-    ok = True
-    with NodeProcess(args.params_file) as node:
-        print(f"[demo] started: {' '.join(node.command)}")
-        lifecycle = LifecycleClient(client_node)
-        if not lifecycle.wait_for_services(60.0):
-            print("[demo] the node's lifecycle services did not appear; node log:\n" + node.log())
+    threading.Thread(target=executor.spin, daemon=True).start()
+    residency = ResidencyLog()
+    client_node.create_subscription(DraftResidency, "/memspec/draft_residency", residency, RESIDENCY_QOS)
+    overrides: dict[str, object] = {}
+    if args.storage_mbps is not None:
+        overrides["storage_bandwidth_mbps"] = args.storage_mbps
+    try:
+        with NodeProcess(args.params_file, overrides=overrides) as node:
+            return _run(client_node, node, residency, args.max_new_tokens)
+    finally:
+        executor.shutdown()
+        client_node.destroy_node()
+        rclpy.try_shutdown()
+
+
+def _run(client_node, node: NodeProcess, residency: ResidencyLog, max_new_tokens: int) -> int:
+    print(f"[demo] started the node: {' '.join(node.command)}")
+    lifecycle = LifecycleClient(client_node)
+    if not lifecycle.wait_for_services(60.0):
+        print("[demo] the node's lifecycle services never appeared; node log:\n" + node.log())
+        return 1
+    for transition in ("configure", "activate"):
+        t = time.monotonic()
+        if not lifecycle.change_state(transition):
+            print(f"[demo] {transition} failed; node log:\n" + node.log())
             return 1
-        print(f"[demo] state: {lifecycle.get_state()}")
-        for transition in ("configure", "activate", "deactivate", "cleanup", "shutdown"):
-            success = lifecycle.change_state(transition)
-            state = lifecycle.get_state() if transition != "shutdown" else "finalized"
-            print(f"[demo] {transition:<10} -> {'ok' if success else 'FAILED'}; state: {state}")
-            ok &= success
-        node.stop()
-        print("[demo] node log:\n" + node.log())
-    executor.shutdown()
-    client_node.destroy_node()
-    rclpy.try_shutdown()
-    return 0 if ok else 1
+        print(f"[demo] {transition}: ok in {time.monotonic() - t:.1f} s -> {lifecycle.get_state()}")
+    print(f"[demo] resident drafts after configure: {residency.resident()}")
+
+    gen = GenerateClient(client_node)
+    if not gen.wait_for_server(30.0):
+        print("[demo] no Generate action server; node log:\n" + node.log())
+        return 1
+    totals = {"tokens": 0, "seconds": 0.0, "switches": 0, "stall": 0.0}
+    for i, (domain, prompt) in enumerate(DIALOGUE, 1):
+        print(f"\n--- turn {i} ({domain}) ---\n{prompt.strip()}", flush=True)
+        t = time.monotonic()
+        call = gen.send(make_goal(prompt, max_new_tokens, session_id="demo"),
+                        on_feedback=lambda f: (sys.stdout.write(f.delta), sys.stdout.flush()))
+        if not call.wait_accepted():
+            print("[demo] goal rejected; node log:\n" + node.log())
+            return 1
+        r = call.wait(300)
+        elapsed = time.monotonic() - t
+        totals["tokens"] += r.num_tokens
+        totals["seconds"] += elapsed
+        totals["switches"] += r.draft_switches
+        totals["stall"] += r.stall_seconds
+        print(f"\n[{r.num_tokens} tokens, {r.tokens_per_second:.1f} tok/s, acceptance {r.acceptance_rate:.2f}, "
+              f"mean accepted length {r.mean_accepted_length:.2f}, drafts {list(r.drafts_used) or ['target only']}, "
+              f"switches {r.draft_switches}, stall {r.stall_seconds:.3f} s]")
+        if not call.succeeded:
+            print(f"[demo] generation did not succeed: {r.message}")
+            return 1
+
+    print("\n=== summary ===")
+    print(f"{totals['tokens']} tokens in {totals['seconds']:.1f} s "
+          f"({totals['tokens'] / max(totals['seconds'], 1e-9):.1f} tok/s end to end), "
+          f"{totals['switches']} draft switches, {totals['stall']:.3f} s stalled waiting for loads")
+    print("residency changes (seconds since start, draft, from -> to):")
+    for t, name, old, new in residency.changes:
+        print(f"  {t:7.2f}  {name:<14} {old} -> {new}")
+    print(f"resident at the end: {residency.resident()}")
+    for transition in ("deactivate", "cleanup", "shutdown"):
+        lifecycle.change_state(transition)
+    print("[demo] node deactivated, cleaned up and shut down")
+    return 0
 
 
 if __name__ == "__main__":

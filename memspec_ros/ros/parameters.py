@@ -25,19 +25,11 @@ from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValu
 from rclpy.node import Node
 
 from memspec_ros.bundled_zoo import bundled_zoo_root
+from memspec_ros.runtime.policies import POLICY_NAMES
 
-#: Policies the runtime implements (see memspec_ros.runtime.policies).
-POLICIES = (
-    "memspec",
-    "memspec-predict-only",
-    "memspec-manage-only",
-    "static",
-    "reactive",
-    "ucb",
-    "exp3",
-    "hedge",
-    "target-only",
-)
+#: Policies a node can serve with: every runtime policy except the oracle, which needs a
+#: hindsight trace of the very session it serves (a benchmark-only reference).
+POLICIES = tuple(p for p in POLICY_NAMES if p != "oracle")
 DTYPES = ("float32", "bfloat16")
 BUSY_POLICIES = ("reject", "queue")
 
@@ -88,6 +80,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("draft_names", [f"draft-{d}" for d in _DEFAULT_DRAFTS], "Draft names, in catalogue order."),
     ParamSpec("draft_paths", [f"draft-{d}" for d in _DEFAULT_DRAFTS], "Draft folders relative to model_root, one per draft_names entry."),
     ParamSpec("draft_domains", list(_DEFAULT_DRAFTS), "Domain of each draft (used by domain hints and the predictor), one per draft_names entry."),
+    ParamSpec("predictor_path", "predictor.safetensors", "Draft predictor weights (memspec policies), relative to model_root."),
     ParamSpec("tolerate_bad_drafts", False, "If true, a draft that fails validation at configure is marked unusable and the node serves without it; if false, configure fails."),
     ParamSpec("policy", "memspec", "Draft scheduling policy (changeable at run time).", choices=POLICIES),
     ParamSpec("static_draft", "draft-general", "Draft used by the 'static' policy."),
@@ -132,6 +125,7 @@ class NodeConfig:
     values: dict[str, Any]
     model_root: Path
     target_path: Path
+    predictor_path: Path
     drafts: tuple[DraftEntry, ...] = field(default_factory=tuple)
 
     def __getitem__(self, name: str) -> Any:
@@ -210,7 +204,14 @@ def validate(values: dict[str, Any], problems: dict[str, str] | None = None) -> 
         raise ConfigError(f"parameter 'static_draft' = '{values['static_draft']}' is not in draft_names {list(names)}")
     if values["budget_drafts"] == 0 and values["budget_bytes"] == 0:
         raise ConfigError("parameters 'budget_drafts' and 'budget_bytes' are both 0: set one of them")
-    return NodeConfig(values=dict(values), model_root=root, target_path=target, drafts=drafts)
+    predictor = _confined(root, values["predictor_path"], "predictor_path")
+    if values["policy"].startswith("memspec") and values["policy"] != "memspec-manage-only" and not predictor.is_file():
+        raise ConfigError(
+            f"parameter 'predictor_path': {predictor} does not exist; policy '{values['policy']}' needs the "
+            "trained predictor (scripts/train_predictor.py), or choose another policy"
+        )
+    return NodeConfig(values=dict(values), model_root=root, target_path=target, predictor_path=predictor,
+                      drafts=drafts)
 
 
 def read_values(node: Node) -> dict[str, Any]:

@@ -39,3 +39,14 @@ def client_node() -> Iterator[Node]:
     executor.shutdown()
     node.destroy_node()
     rclpy.try_shutdown()
+
+
+@pytest.fixture(scope="session")
+def zoo_engine():
+    """The bundled target in this process, as ground truth for lossless checks."""
+    from memspec_ros.bundled_zoo import bundled_zoo_root
+    from memspec_ros.core.engine import SpeculativeEngine
+    from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
+
+    root = bundled_zoo_root() / "target"
+    return SpeculativeEngine(load_causal_lm(root), load_tokenizer(root))

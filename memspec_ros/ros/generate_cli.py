@@ -1,0 +1,79 @@
+"""``memspec_generate "prompt"``: stream an answer from the node to the terminal.
+
+Sends a Generate goal, prints feedback deltas as they arrive, then the result
+statistics. Ctrl-C cancels the goal (the node stops within one round) and still prints
+what was generated and the statistics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+
+import rclpy
+from memspec_interfaces.action import Generate
+from rclpy.executors import MultiThreadedExecutor
+
+from memspec_ros.ros.generate_client import GenerateClient, make_goal
+
+
+def format_result(result: Generate.Result) -> str:
+    """Statistics block printed after the answer."""
+    return (
+        f"tokens: {result.num_tokens}  tokens/s: {result.tokens_per_second:.1f}  "
+        f"acceptance: {result.acceptance_rate:.2f}  mean accepted length: {result.mean_accepted_length:.2f}\n"
+        f"draft switches: {result.draft_switches}  stall: {result.stall_seconds:.3f} s  "
+        f"drafts used: {', '.join(result.drafts_used) or '(target only)'}  message: {result.message}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("prompt")
+    parser.add_argument("--action", default="/memspec/generate", help="action name (default %(default)s)")
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--domain-hint", default="")
+    parser.add_argument("--session-id", default="", help="continue this dialogue session")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the server")
+    args = parser.parse_args(argv)
+
+    rclpy.init()
+    node = rclpy.create_node("memspec_generate")
+    executor = MultiThreadedExecutor()
+    executor.add_node(node)
+    threading.Thread(target=executor.spin, daemon=True).start()
+    client = GenerateClient(node, args.action)
+    try:
+        if not client.wait_for_server(args.timeout):
+            print(f"error: no action server at {args.action} (is the node active?)", file=sys.stderr)
+            return 2
+        goal = make_goal(
+            args.prompt, args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
+            seed=args.seed, domain_hint=args.domain_hint, session_id=args.session_id,
+        )
+        call = client.send(goal, on_feedback=lambda f: (sys.stdout.write(f.delta), sys.stdout.flush()))
+        if not call.wait_accepted(args.timeout):
+            print("error: goal rejected (the reason is on /memspec/goal_rejections and in the node log)",
+                  file=sys.stderr)
+            return 3
+        try:
+            result = call.wait(timeout_s=24 * 3600)
+        except KeyboardInterrupt:
+            print("\n[cancelling]", file=sys.stderr)
+            call.cancel()
+            result = call.wait(timeout_s=60)
+        print()
+        print(format_result(result))
+        return 0 if call.succeeded else 1
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

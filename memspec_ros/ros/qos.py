@@ -1,0 +1,17 @@
+"""QoS profiles of the node's interfaces, shared by the node and its clients.
+
+* Residency is a *state*: transient-local with depth 1, so a monitor that joins late gets
+  the current working set at once.
+* Generate feedback carries text *deltas*: losing one corrupts the streamed answer, so it
+  is reliable with a deep history (the default depth of 10 drops deltas when a client's
+  executor falls a few rounds behind). Clients should subscribe with the same profile.
+"""
+
+from __future__ import annotations
+
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+RESIDENCY_QOS = QoSProfile(
+    depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE
+)
+FEEDBACK_QOS = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)

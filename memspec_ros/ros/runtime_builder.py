@@ -1,0 +1,102 @@
+"""Turn validated node parameters into a running :class:`DraftRuntime` (no ROS here).
+
+Kept out of the node so that everything configure does with models (and every way it can
+fail) reads top to bottom in one place, and so that a failure half-way frees what was
+already built: configure must leave nothing behind (threads, memory) when it fails.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import torch
+
+from memspec_ros.core.engine import SpeculativeEngine
+from memspec_ros.core.errors import ModelLoadError, VocabularyMismatchError
+from memspec_ros.core.model_loading import check_vocab_compatible, configure_threads, load_causal_lm, load_tokenizer
+from memspec_ros.ros.parameters import ConfigError, NodeConfig
+from memspec_ros.runtime.catalogue import Budget, Catalogue, CatalogueError, DraftSpec
+from memspec_ros.runtime.policies import Policy, make_policy
+from memspec_ros.runtime.runtime import DraftRuntime, RuntimeConfig, make_materializer
+from memspec_ros.runtime.storage import StorageModel
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+@dataclass
+class BuiltRuntime:
+    """What configure produced."""
+
+    runtime: DraftRuntime
+    unusable: dict[str, str] = field(default_factory=dict)
+    """Drafts left out because they failed validation (tolerate_bad_drafts), with reasons."""
+
+
+def build_policy(config: NodeConfig, draft_names: list[str]) -> Policy:
+    """The policy named by the ``policy`` parameter, with the zoo's predictor where needed."""
+    try:
+        return make_policy(
+            config["policy"],
+            predictor=config.predictor_path if config["policy"].startswith("memspec") else None,
+            draft_names=draft_names,
+            static_draft=config["static_draft"],
+        )
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"parameter 'policy' = '{config['policy']}': {exc}") from exc
+
+
+def runtime_config(config: NodeConfig) -> RuntimeConfig:
+    """RuntimeConfig from parameters; scheduling is external: the node's callbacks tick."""
+    return RuntimeConfig(
+        k=config["num_speculative_tokens"],
+        check_interval=config["check_interval"],
+        storage=StorageModel.mb_per_s(config["storage_bandwidth_mbps"] or None),
+        load_timeout_s=config["load_timeout_s"],
+        scheduling="external",
+    )
+
+
+def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> BuiltRuntime:
+    """Load tokenizer, target and the draft catalogue; build policy and runtime.
+
+    Raises ConfigError with a message that names the parameter or draft to fix.
+    """
+    log = log or logging.getLogger(__name__)
+    if config["device"] != "cpu" and not config["device"].startswith("cuda"):
+        raise ConfigError(f"parameter 'device' = '{config['device']}': use 'cpu' or 'cuda[:N]'")
+    if config["device"].startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"parameter 'device' = '{config['device']}': no CUDA device is available here")
+    configure_threads(config["num_threads"] or None)
+    roots = [config.model_root]
+    try:
+        tokenizer = load_tokenizer(config.target_path, allowed_roots=roots)
+        target = load_causal_lm(
+            config.target_path, dtype=_DTYPES[config["dtype"]], device=config["device"], allowed_roots=roots
+        )
+    except ModelLoadError as exc:
+        raise ConfigError(f"parameter 'target': {exc}") from exc
+
+    specs: list[DraftSpec] = []
+    unusable: dict[str, str] = {}
+    for entry in config.drafts:
+        try:
+            check_vocab_compatible(tokenizer, load_tokenizer(entry.path, allowed_roots=roots), entry.name)
+            specs.append(DraftSpec.from_dir(entry.name, entry.path, entry.domain))
+        except (ModelLoadError, VocabularyMismatchError, CatalogueError, OSError) as exc:
+            if not config["tolerate_bad_drafts"]:
+                raise ConfigError(
+                    f"draft '{entry.name}' ({entry.path}) is unusable: {exc} "
+                    "(fix or remove it, or set tolerate_bad_drafts to serve without it)"
+                ) from exc
+            unusable[entry.name] = str(exc)
+            log.warning("draft '%s' is unusable and will not be served: %s", entry.name, exc)
+    if config["policy"] == "static" and config["static_draft"] in unusable:
+        raise ConfigError(f"parameter 'static_draft' = '{config['static_draft']}' names an unusable draft")
+    catalogue = Catalogue(specs)
+    budget = Budget.drafts(config["budget_drafts"]) if config["budget_drafts"] else Budget.bytes(config["budget_bytes"])
+    policy = build_policy(config, catalogue.names)
+    engine = SpeculativeEngine(target, tokenizer)
+    materialize = make_materializer(catalogue, dtype=_DTYPES[config["dtype"]], device=config["device"])
+    runtime = DraftRuntime(engine, catalogue, budget, policy, runtime_config(config), materialize=materialize)
+    return BuiltRuntime(runtime=runtime, unusable=unusable)

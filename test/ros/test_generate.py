@@ -1,0 +1,255 @@
+"""The node serving generation: a real node process, real models, real DDS (LOCALHOST).
+
+One node process is shared by the tests of this module (starting one loads the target and
+the initial working set); tests that need other parameters start their own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray
+from memspec_interfaces.msg import AcceptanceStats, DraftResidency, DraftState
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.parameter_client import AsyncParameterClient
+from std_msgs.msg import String
+
+from memspec_ros.ros.generate_client import GenerateClient, make_goal
+from memspec_ros.ros.lifecycle_client import LifecycleClient
+from memspec_ros.ros.node_process import NodeProcess
+from memspec_ros.ros.qos import RESIDENCY_QOS
+
+DIALOGUE = [
+    ("robot", "USER: Could you go to the kitchen and bring me a cup\nROBOT:"),
+    ("code", "def parse_header(line):\n    \"\"\"Split a header line into name and value.\"\"\"\n"),
+    ("math", "Problem: Compute the derivative of 3*x**2 + 5*x with respect to x.\nSolution:"),
+    ("legal", "Permission is hereby granted, free of charge, to any person obtaining a copy"),
+]
+
+
+class Recorder:
+    """Collects every message of a topic with its arrival time."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[float, object]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, msg: object) -> None:
+        with self._lock:
+            self.messages.append((time.monotonic(), msg))
+
+    def since(self, t0: float) -> list[object]:
+        with self._lock:
+            return [m for t, m in self.messages if t >= t0]
+
+    def wait_for(self, predicate, timeout_s: float = 30.0) -> object | None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                for _, m in reversed(self.messages):
+                    if predicate(m):
+                        return m
+            time.sleep(0.05)  # polling a recorder filled by the executor thread
+        return None
+
+
+def _wait_active(lc: LifecycleClient, node: NodeProcess, timeout_s: float = 180.0) -> None:
+    assert lc.wait_for_services(60.0), node.log()
+    deadline = time.monotonic() + timeout_s
+    while lc.get_state() != "active":
+        assert node.alive(), node.log()
+        assert time.monotonic() < deadline, node.log()
+        time.sleep(0.2)  # the node is loading models
+
+
+@pytest.fixture(scope="module")
+def served(client_node: Node, params_file) -> Iterator[dict]:
+    """An active node with emulated slow storage, plus recorders on its topics."""
+    recorders = {"residency": Recorder(), "stats": Recorder(), "diagnostics": Recorder(), "rejections": Recorder()}
+    subs = [
+        client_node.create_subscription(
+            DraftResidency, "/memspec/draft_residency", recorders["residency"], RESIDENCY_QOS
+        ),
+        client_node.create_subscription(AcceptanceStats, "/memspec/acceptance_stats", recorders["stats"], 50),
+        client_node.create_subscription(DiagnosticArray, "/diagnostics", recorders["diagnostics"], 50),
+        client_node.create_subscription(String, "/memspec/goal_rejections", recorders["rejections"], 50),
+    ]
+    overrides = {"autostart": True, "storage_bandwidth_mbps": 40.0, "stats_period_s": 0.1}
+    with NodeProcess(params_file, overrides=overrides) as node:
+        lc = LifecycleClient(client_node)
+        _wait_active(lc, node)
+        gen = GenerateClient(client_node)
+        assert gen.wait_for_server(30.0), node.log()
+        yield {"node": node, "lifecycle": lc, "gen": gen, **recorders}
+        gen.destroy()
+    for sub in subs:
+        client_node.destroy_subscription(sub)
+
+
+def test_multi_turn_dialogue_with_topic_shifts(served) -> None:
+    gen = served["gen"]
+    t0 = time.monotonic()
+    results = []
+    for domain, prompt in DIALOGUE:
+        call = gen.generate(make_goal(prompt, 48, session_id="dialogue-1"), timeout_s=120)
+        assert call.succeeded, (domain, call.result, served["node"].log())
+        assert call.result.num_tokens > 0
+        assert call.streamed_text == call.result.text, "feedback deltas must add up to the result text"
+        results.append(call.result)
+    drafts_used = {d for r in results for d in r.drafts_used}
+    assert len(drafts_used) >= 2, f"a dialogue across domains should use several drafts: {drafts_used}"
+    residency = served["residency"].since(t0)
+    assert residency, "no residency messages during the dialogue"
+    for msg in residency:
+        assert msg.used_bytes <= msg.budget_bytes
+    states = {(d.name, d.state) for m in residency for d in m.drafts}
+    assert any(s == DraftState.LOADING for _, s in states), "no prefetch seen (no LOADING state)"
+    stats = served["stats"].since(t0)
+    assert stats, "no acceptance_stats published during generation"
+    assert any(m.rounds > 0 for m in stats)
+    diagnostics = served["diagnostics"].since(t0)
+    assert diagnostics and any("policy" in {kv.key for kv in s.values} for m in diagnostics for s in m.status)
+
+
+def test_one_shot_greedy_output_is_the_targets(served, zoo_engine) -> None:
+    prompt = "Problem: Solve 2*x - 8 = 0 for x.\nSolution:"
+    call = served["gen"].generate(make_goal(prompt, 40), timeout_s=120)
+    assert call.succeeded
+    expected = zoo_engine.tokenizer.decode(
+        zoo_engine.target_greedy(prompt, 40), skip_special_tokens=True, clean_up_tokenization_spaces=False
+    )
+    assert call.result.text == expected
+
+
+def test_prefetch_completes_while_a_generation_runs(served) -> None:
+    gen = served["gen"]
+    latest = served["residency"].wait_for(lambda m: True)
+    assert latest is not None
+    absent = {d.name for d in latest.drafts if d.state == DraftState.ON_STORAGE}
+    domain, prompt = next((d, p) for d, p in DIALOGUE if f"draft-{d}" in absent)
+    t0 = time.monotonic()
+    call = gen.send(make_goal(prompt, 160))
+    assert call.wait_accepted()
+    result = call.wait(120)
+    t1 = time.monotonic()
+    assert result.num_tokens > 0
+    during = [m for t, m in served["residency"].messages if t0 <= t <= t1]
+    loading = {d.name for m in during for d in m.drafts if d.state == DraftState.LOADING}
+    completed = {d.name for m in during for d in m.drafts if d.state == DraftState.RESIDENT and d.name in loading}
+    assert f"draft-{domain}" in completed, f"no prefetch of draft-{domain} completed (loading seen: {loading})"
+    assert result.stall_seconds == 0.0, "memspec never waits for a load"
+    assert f"draft-{domain}" in result.drafts_used
+
+
+def test_cancel_within_a_round(served) -> None:
+    gen = served["gen"]
+    call = gen.send(make_goal(DIALOGUE[3][1], 400))
+    assert call.wait_accepted()
+    deadline = time.monotonic() + 60
+    while not call.feedback and time.monotonic() < deadline:
+        time.sleep(0.01)  # waiting for the first streamed tokens
+    t_cancel = time.monotonic()
+    call.cancel()
+    result = call.wait(60)
+    assert time.monotonic() - t_cancel < 5.0
+    assert "cancel" in result.message.lower()
+    assert result.num_tokens < 400
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("prompt", "", "empty"),
+        ("prompt", "x" * 10_001, "characters"),
+        ("prompt", "bell\x07", "control"),
+        ("max_new_tokens", 0, "max_new_tokens"),
+        ("max_new_tokens", 10**9, "max_new_tokens"),
+        ("temperature", -1.0, "temperature"),
+        ("temperature", float("nan"), "temperature"),
+        ("top_p", 0.0, "top_p"),
+        ("top_p", 1.5, "top_p"),
+        ("domain_hint", "cooking", "domain_hint"),
+    ],
+)
+def test_bad_goals_are_rejected_with_a_reason(served, field, value, reason) -> None:
+    goal = make_goal("USER: hello\nROBOT:", 8)
+    setattr(goal, field, value)
+    t0 = time.monotonic()
+    call = served["gen"].send(goal)
+    assert call.wait_accepted() is False
+    msg = served["rejections"].wait_for(lambda m: reason in m.data, timeout_s=10)
+    assert msg is not None, [m.data for m in served["rejections"].since(t0)]
+
+
+def test_prompt_past_the_context_is_rejected(served) -> None:
+    call = served["gen"].send(make_goal("word " * 1900, 500))
+    assert call.wait_accepted() is False
+
+
+def test_busy_node_rejects_a_second_goal(served) -> None:
+    gen = served["gen"]
+    first = gen.send(make_goal(DIALOGUE[1][1], 200))
+    assert first.wait_accepted()
+    second = gen.send(make_goal(DIALOGUE[0][1], 8))
+    assert second.wait_accepted() is False
+    first.cancel()
+    first.wait(60)
+
+
+def test_runtime_parameters(served, client_node) -> None:
+    params = AsyncParameterClient(client_node, "/memspec")
+    assert params.wait_for_services(10.0)
+    ok = params.set_parameters([Parameter("policy", value="hedge"), Parameter("check_interval", value=2)])
+    _done(ok)
+    assert all(r.successful for r in ok.result().results)
+    refused = params.set_parameters([Parameter("budget_drafts", value=3)])
+    _done(refused)
+    assert not refused.result().results[0].successful
+    assert "budget_drafts" in refused.result().results[0].reason
+    call = served["gen"].generate(make_goal(DIALOGUE[0][1], 24), timeout_s=120)
+    assert call.succeeded
+    _done(params.set_parameters([Parameter("policy", value="memspec"), Parameter("check_interval", value=4)]))
+
+
+def test_deactivate_during_generation_ends_it_cleanly(served) -> None:
+    gen, lc = served["gen"], served["lifecycle"]
+    call = gen.send(make_goal(DIALOGUE[1][1], 400))
+    assert call.wait_accepted()
+    deadline = time.monotonic() + 60
+    while not call.feedback and time.monotonic() < deadline:
+        time.sleep(0.01)  # waiting for the first streamed tokens
+    assert lc.change_state("deactivate")
+    result = call.wait(60)
+    assert "deactivat" in result.message.lower()
+    assert not gen.send(make_goal("USER: hi\nROBOT:", 4)).wait_accepted()
+    assert lc.change_state("activate")
+    assert gen.generate(make_goal("USER: hi\nROBOT:", 4), timeout_s=60).succeeded
+
+
+def test_context_hint_prefetches_that_domains_draft(client_node, params_file) -> None:
+    """A planner's hint alone (no goal) makes the node bring that domain's draft in."""
+    rec = Recorder()
+    sub = client_node.create_subscription(DraftResidency, "/memspec/draft_residency", rec, RESIDENCY_QOS)
+    pub = client_node.create_publisher(String, "/memspec/context_hint", 10)
+    with NodeProcess(params_file, overrides={"autostart": True, "budget_drafts": 1}) as node:
+        _wait_active(LifecycleClient(client_node), node)
+        first = rec.wait_for(lambda m: any(d.state == DraftState.RESIDENT for d in m.drafts), 60)
+        assert first is not None, node.log()
+        assert not any(d.name == "draft-legal" and d.state == DraftState.RESIDENT for d in first.drafts)
+        pub.publish(String(data="legal"))
+        hit = rec.wait_for(
+            lambda m: any(d.name == "draft-legal" and d.state == DraftState.RESIDENT for d in m.drafts), 30
+        )
+        assert hit is not None, node.log()
+    client_node.destroy_subscription(sub)
+    client_node.destroy_publisher(pub)
+
+
+def _done(future, timeout_s: float = 10.0) -> None:
+    event = threading.Event()
+    future.add_done_callback(lambda _f: event.set())
+    assert event.wait(timeout_s), "parameter service did not answer"
