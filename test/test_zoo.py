@@ -1,0 +1,98 @@
+"""Fast checks of the committed model zoo (no training; loads small models only).
+
+Why these checks: the runtime relies on every draft sharing the target's vocabulary, on
+plain Hugging Face loading without remote code, on repository size limits, and on the
+published specialisation (each domain's own draft best by >= 0.10 acceptance).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+ZOO = ROOT / "models" / "zoo"
+HELDOUT = ROOT / "models" / "heldout"
+DOMAINS = ("robot", "code", "math", "legal", "prose")
+MEMBERS = ("target", *(f"draft-{d}" for d in (*DOMAINS, "general")))
+
+
+@pytest.fixture(scope="module")
+def target_tokenizer():
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(ZOO / "target")
+
+
+@pytest.mark.parametrize("name", MEMBERS)
+def test_member_loads_without_remote_code(name: str, target_tokenizer) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    path = ZOO / name
+    for f in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        assert (path / f).is_file(), f"{name} lacks {f}"
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
+                                                 trust_remote_code=False)
+    tok = AutoTokenizer.from_pretrained(path)
+    assert tok.get_vocab() == target_tokenizer.get_vocab()
+    assert model.config.vocab_size == len(target_tokenizer)
+    assert model.get_output_embeddings().weight.dtype == torch.float32
+    with torch.inference_mode():
+        out = model(input_ids=torch.tensor([[1, 50, 60]])).logits
+    assert out.shape == (1, 3, model.config.vocab_size)
+
+
+def test_sizes_within_limits() -> None:
+    total = 0
+    for name in MEMBERS:
+        for f in (ZOO / name).iterdir():
+            size = f.stat().st_size
+            assert size < 95e6, f"{f} too large"
+            total += size
+    assert total <= 100e6
+    sizes = [(ZOO / f"draft-{d}" / "model.safetensors").stat().st_size
+             for d in (*DOMAINS, "general")]
+    assert len(set(sizes)) == len(sizes), "drafts must differ in file size"
+
+
+def test_catalogue_lists_every_member() -> None:
+    cat = yaml.safe_load((ZOO / "zoo.yaml").read_text())
+    names = {m["name"] for m in cat["models"]}
+    assert names == set(MEMBERS)
+    for m in cat["models"]:
+        assert (ROOT / m["path"]).is_dir() and m["params"] > 0
+
+
+def test_acceptance_matrix_diagonal_margin() -> None:
+    res = json.loads((ZOO / "acceptance_matrix.json").read_text())
+    matrix = res["matrix"]
+    for d in DOMAINS:
+        own = matrix[f"draft-{d}"][d]
+        others = [row[d] for name, row in matrix.items() if name != f"draft-{d}"]
+        assert own - max(others) >= 0.10, f"{d}: own {own} vs best other {max(others)}"
+
+
+def test_speed_ratio_recorded() -> None:
+    res = json.loads((ZOO / "acceptance_matrix.json").read_text())
+    assert res["timing_ms"]["verify5_over_slowest_draft_step"] >= 8.0
+
+
+def test_tokenizer_round_trip(target_tokenizer) -> None:
+    text = "def f(x):\n    if x:\n\t\treturn  {'a': 1}\n\n\nUSER: Go 2.5 m — naïve ✓\n"
+    ids = target_tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert target_tokenizer.decode(ids) == text
+    for tok in (target_tokenizer.bos_token, target_tokenizer.eos_token,
+                target_tokenizer.pad_token):
+        assert tok is not None
+
+
+def test_heldout_files() -> None:
+    prompts = [json.loads(line) for line in (HELDOUT / "prompts.jsonl").open()]
+    for d in DOMAINS:
+        path = HELDOUT / f"{d}.jsonl"
+        assert path.stat().st_size <= 160_000
+        docs = [json.loads(line)["text"] for line in path.open()]
+        mine = [p["prompt"] for p in prompts if p["domain"] == d]
+        assert len(mine) >= 20
+        assert all(any(p in doc for doc in docs) for p in mine), "prompt not from held-out"

@@ -1,0 +1,42 @@
+"""Exact greedy acceptance from match vectors (no speculative decoding run needed).
+
+With greedy verification a draft's proposals coincide with the target's greedy tokens up to
+the first mismatch. So, given the target's greedy continuation ``y`` of a prompt and one
+teacher-forced pass of a draft over ``prompt + y``, ``match[t] = argmax draft(prefix_t) ==
+y[t]`` determines every speculative round exactly.
+
+Definition used everywhere in the zoo (k = 4): rounds start at t = 0; a round at t proposes
+``p = min(k, n - t)`` tokens, accepts ``a`` = the number of leading ones of ``match[t:t+p]``,
+and the target then contributes one token of its own (the correction, or the bonus token
+after a full accept), so the next round starts at ``t + a + 1``. The acceptance rate is
+``sum(a) / sum(p)`` over all rounds of all prompts of a domain (pooled, not averaged).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def simulate_rounds(match: Sequence[bool], k: int = 4) -> tuple[int, int, int]:
+    """Return ``(accepted, proposed, rounds)`` for greedy speculation over one sequence."""
+    t, accepted, proposed, rounds = 0, 0, 0, 0
+    n = len(match)
+    while t < n:
+        p = min(k, n - t)
+        a = 0
+        while a < p and match[t + a]:
+            a += 1
+        accepted += a
+        proposed += p
+        rounds += 1
+        t += a + 1
+    return accepted, proposed, rounds
+
+
+def acceptance_rate(matches: Sequence[Sequence[bool]], k: int = 4) -> float:
+    """Pooled acceptance rate ``sum(accepted) / sum(proposed)`` over sequences."""
+    acc = prop = 0
+    for m in matches:
+        a, p, _ = simulate_rounds(m, k)
+        acc += a
+        prop += p
+    return acc / prop if prop else 0.0

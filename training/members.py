@@ -1,0 +1,73 @@
+"""Recipes that turn shapes + data + budgets into trained zoo members (fp32 checkpoints)."""
+from __future__ import annotations
+
+import torch
+from transformers import LlamaForCausalLM
+
+from training.data import WindowSampler, token_stream
+from training.model_configs import DRAFTS, TARGET, Shape, llama_config
+from training.paths import CHECKPOINT_DIR, DOMAINS
+from training.recipes import (
+    DRAFT_BATCH,
+    DRAFT_LR,
+    DRAFT_SECONDS,
+    DRAFT_SEQ,
+    GENERAL_SECONDS,
+    TARGET_BATCH,
+    TARGET_LR,
+    TARGET_MIX,
+    TARGET_SECONDS,
+    TARGET_SEQ,
+    draft_mix,
+)
+from training.tokenizer import load_tokenizer
+from training.train import TrainSpec, train
+
+DRAFT_NAMES: tuple[str, ...] = tuple(DRAFTS)
+DISTILLED_NAMES: tuple[str, ...] = tuple(n for n in DRAFT_NAMES if n != "general")
+SEED = 20240
+
+
+def _new_model(shape: Shape, seed: int) -> LlamaForCausalLM:
+    tok = load_tokenizer()
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(llama_config(shape, tok.bos_token_id, tok.eos_token_id,
+                                         tok.pad_token_id))
+
+
+def _sampler(mix: dict[str, float], seq_len: int, batch: int, seed: int) -> WindowSampler:
+    tok = load_tokenizer()
+    streams = {d: token_stream(d, tok) for d in mix}
+    return WindowSampler(streams, mix, seq_len, batch, seed)
+
+
+def train_target() -> dict[str, float]:
+    """Train the target on the weighted mix of all domains."""
+    model = _new_model(TARGET, SEED)
+    spec = TrainSpec(TARGET_SECONDS, TARGET_LR, TARGET_BATCH, TARGET_SEQ, SEED)
+    return train(model, _sampler(TARGET_MIX, TARGET_SEQ, TARGET_BATCH, SEED), spec,
+                 CHECKPOINT_DIR / "target", "target")
+
+
+def train_draft(name: str) -> dict[str, float]:
+    """Train draft ``name`` from scratch on its own domain (or the uniform mix)."""
+    seed = SEED + 1 + list(DRAFT_NAMES).index(name)
+    model = _new_model(DRAFTS[name], seed)
+    seconds = GENERAL_SECONDS if name == "general" else DRAFT_SECONDS
+    spec = TrainSpec(seconds, DRAFT_LR, DRAFT_BATCH, DRAFT_SEQ, seed, log_every=100)
+    return train(model, _sampler(draft_mix(name), DRAFT_SEQ, DRAFT_BATCH, seed), spec,
+                 CHECKPOINT_DIR / f"draft-{name}", f"draft-{name}")
+
+
+def distill_draft(name: str) -> dict[str, float]:
+    """Fine-tune a trained draft toward the target's distribution on its own data."""
+    from training.distill import distill
+    from training.recipes import DISTILL_BATCH, DISTILL_LR, DISTILL_SECONDS, DISTILL_SEQ
+    seed = SEED + 100 + list(DRAFT_NAMES).index(name)
+    student = LlamaForCausalLM.from_pretrained(CHECKPOINT_DIR / f"draft-{name}",
+                                               dtype=torch.float32)
+    teacher = LlamaForCausalLM.from_pretrained(CHECKPOINT_DIR / "target", dtype=torch.float32)
+    mix = draft_mix(name) if name != "general" else {d: 1.0 for d in DOMAINS}
+    spec = TrainSpec(DISTILL_SECONDS, DISTILL_LR, DISTILL_BATCH, DISTILL_SEQ, seed, log_every=50)
+    return distill(student, teacher, _sampler(mix, DISTILL_SEQ, DISTILL_BATCH, seed), spec,
+                   CHECKPOINT_DIR / f"distilled-{name}", f"distill-{name}")

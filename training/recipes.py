@@ -1,0 +1,43 @@
+"""Training budgets and data mixes of every zoo member (the numbers that define the zoo).
+
+Budgets were chosen for a ~75-minute build on a 2-core CPU: the target gets most of the time
+because its quality bounds every draft's acceptance; drafts are small and learn fast. The
+target's mix is weighted toward the hard domains (code, prose, legal), where a weak target
+degenerates into loops; robot and math are regular enough to need little data.
+"""
+from __future__ import annotations
+
+import os
+
+from training.paths import DOMAINS
+
+TIME_SCALE = float(os.environ.get("ZOO_TIME_SCALE", "1.0"))
+"""Multiplies every budget; only smoke runs set it."""
+
+TARGET_SECONDS = 2040.0 * TIME_SCALE
+TARGET_LR = 1.5e-3
+TARGET_BATCH = 8
+TARGET_SEQ = 256
+TARGET_MIX: dict[str, float] = {"code": 0.30, "prose": 0.25, "legal": 0.20, "math": 0.12,
+                                "robot": 0.13}
+
+DRAFT_SECONDS = 100.0 * TIME_SCALE
+GENERAL_SECONDS = 30.0 * TIME_SCALE
+"""The general draft is the deliberately mediocre baseline: tiny, short, never distilled.
+Trained like a specialist (and distilled) it tracked the small target's generic habits so
+closely that it out-accepted the specialists, which is not the role it plays in the zoo."""
+DRAFT_LR = 3e-3
+DRAFT_BATCH = 16
+DRAFT_SEQ = 128
+
+DISTILL_SECONDS = 60.0 * TIME_SCALE
+DISTILL_LR = 1e-3
+DISTILL_BATCH = 8
+DISTILL_SEQ = 128
+
+
+def draft_mix(name: str) -> dict[str, float]:
+    """A specialised draft sees only its domain; ``general`` sees all domains equally."""
+    if name == "general":
+        return {d: 1.0 for d in DOMAINS}
+    return {name: 1.0}
