@@ -8,13 +8,14 @@ ENV := source scripts/env.sh &&
 AUTOSTART ?= 0
 PARAMS ?= config/memspec.yaml
 
-.PHONY: setup demo test lint node bench bench-quick zoo clean help
+.PHONY: setup demo test lint node soak zoo clean help
 
 help:
 	@echo "make demo        set up, start the node with the bundled models, run a dialogue through it"
 	@echo "make test        set up and run the test suite (what CI runs)"
 	@echo "make node        run memspec_node in the foreground (AUTOSTART=1 to configure+activate)"
 	@echo "make bench       full evaluation (every policy, plots, report); make bench-quick for a short one"
+	@echo "make soak        the robustness tests at full size (200 goals, 20 lifecycle cycles)"
 	@echo "make zoo         rebuild the model zoo from offline corpora (long; the zoo is committed)"
 
 setup:
@@ -32,6 +33,9 @@ lint: setup
 
 node: setup
 	@$(ENV) .venv/lib/memspec_ros/memspec_node --ros-args --params-file $(PARAMS) -p autostart:=$(if $(filter 1 true yes,$(AUTOSTART)),true,false)
+
+soak: setup
+	@$(ENV) MEMSPEC_SOAK=1 python -m pytest -s test/ros/test_robustness.py
 
 zoo: setup
 	@$(ENV) python -m training.build_zoo

@@ -16,7 +16,7 @@ from memspec_interfaces.action import Generate
 from rclpy.action import ActionClient
 from rclpy.node import Node
 
-from memspec_ros.ros.qos import FEEDBACK_QOS
+from memspec_ros.ros.qos import FEEDBACK_QOS, GOAL_SERVICE_QOS
 
 
 def make_goal(
@@ -87,7 +87,8 @@ class GenerateClient:
     """Send Generate goals to ``action_name`` and follow them."""
 
     def __init__(self, node: Node, action_name: str = "/memspec/generate") -> None:
-        self._client = ActionClient(node, Generate, action_name, feedback_sub_qos_profile=FEEDBACK_QOS)
+        self._client = ActionClient(node, Generate, action_name, feedback_sub_qos_profile=FEEDBACK_QOS,
+                                    goal_service_qos_profile=GOAL_SERVICE_QOS)
 
     def wait_for_server(self, timeout_s: float = 30.0) -> bool:
         return self._client.wait_for_server(timeout_sec=timeout_s)

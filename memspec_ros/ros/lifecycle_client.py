@@ -36,12 +36,23 @@ class LifecycleClient:
         self._get = node.create_client(GetState, f"{target}/get_state")
 
     def wait_for_services(self, timeout_s: float = 30.0) -> bool:
-        """True once both services are discovered (DDS discovery takes a moment)."""
+        """True once the node answers a GetState request.
+
+        Discovery alone is not enough: right after another node of the same name stopped,
+        the graph may still list its (dead) services, and a request sent before the new
+        server is matched is lost. GetState is idempotent, so it is retried until answered.
+        """
         deadline = time.monotonic() + timeout_s
         for client in (self._change, self._get):
             if not client.wait_for_service(timeout_sec=max(0.0, deadline - time.monotonic())):
                 return False
-        return True
+        while time.monotonic() < deadline:
+            try:
+                self.get_state(timeout_s=min(2.0, max(0.1, deadline - time.monotonic())))
+                return True
+            except TimeoutError:
+                continue
+        return False
 
     def get_state(self, timeout_s: float = 10.0) -> str:
         """Label of the node's current primary state, e.g. 'unconfigured'."""

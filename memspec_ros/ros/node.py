@@ -50,10 +50,10 @@ from memspec_ros.ros.parameters import (
     read_values,
     validate,
 )
-from memspec_ros.ros.qos import FEEDBACK_QOS, RESIDENCY_QOS
+from memspec_ros.ros.qos import FEEDBACK_QOS, GOAL_SERVICE_QOS, RESIDENCY_QOS
 from memspec_ros.ros.runtime_builder import build_policy, build_runtime
 from memspec_ros.ros.sessions import SessionStore
-from memspec_ros.runtime.runtime import DraftRuntime, GenerationReport
+from memspec_ros.runtime.runtime import Conversation, DraftRuntime, GenerationReport
 
 NODE_NAME = "memspec"
 DEACTIVATE_WAIT_S = 30.0
@@ -182,6 +182,7 @@ class MemSpecNode(LifecycleNode):
             handle_accepted_callback=self._on_accepted,
             callback_group=self._action_group,
             feedback_pub_qos_profile=FEEDBACK_QOS,
+            goal_service_qos_profile=GOAL_SERVICE_QOS,
             result_timeout=60,
         )
 
@@ -231,14 +232,13 @@ class MemSpecNode(LifecycleNode):
                                goal.domain_hint, goal.session_id, limits)
         if problem:
             return self._reject(problem)
-        conv = self.sessions.get(goal.session_id) if goal.session_id else None
         engine = self.runtime.engine
         try:
-            prompt_tokens = len(engine.encode(goal.prompt, add_special_tokens=conv is None))
-            engine.check_budget(conv.context_tokens if conv else 0, prompt_tokens, goal.max_new_tokens)
+            # A session that would overflow is compacted at execution (oldest turns dropped),
+            # so only the new turn itself has to fit the context window.
+            engine.check_budget(0, len(engine.encode(goal.prompt)), goal.max_new_tokens)
         except InvalidRequestError as exc:
-            hint = f" (session '{goal.session_id}' is full: start a new session_id)" if conv else ""
-            return self._reject(f"{exc}{hint}")
+            return self._reject(str(exc))
         with self._lock:
             if self._inflight and self.config["busy_policy"] == "reject":
                 return self._reject("busy: another generation is running (busy_policy=reject); retry when it ends")
@@ -303,6 +303,7 @@ class MemSpecNode(LifecycleNode):
         runtime.set_hint(goal.domain_hint or self._topic_hint)
         params = SamplingParams(temperature=float(goal.temperature), top_p=float(goal.top_p), seed=int(goal.seed))
         conversation = self.sessions.open(goal.session_id, runtime)
+        prompt = self._fit_session(goal, conversation)
         every = self.config["feedback_every_rounds"]
         progress = {"rounds": 0, "proposed": 0, "accepted": 0}
 
@@ -318,7 +319,7 @@ class MemSpecNode(LifecycleNode):
             return goal_handle.is_cancel_requested or self._stop_reason is not None
 
         try:
-            report = runtime.generate(goal.prompt, int(goal.max_new_tokens), params,
+            report = runtime.generate(prompt, int(goal.max_new_tokens), params,
                                       conversation=conversation, on_round=on_round, should_stop=should_stop)
         finally:
             runtime.set_hint(self._topic_hint)
@@ -338,6 +339,30 @@ class MemSpecNode(LifecycleNode):
         result.message = f"ok ({report.finish_reason})"
         goal_handle.succeed()
         return result
+
+    def _fit_session(self, goal: Generate.Goal, conversation: Conversation) -> str | list[int]:
+        """The prompt to run; compacts a session whose context would overflow.
+
+        A long robot dialogue outgrows the context window; instead of refusing the next
+        turn, the session restarts from its most recent tokens (at most half the window)
+        followed by the new turn, the usual sliding-window behaviour of chat front ends.
+        """
+        session = conversation.session
+        engine = self.runtime.engine
+        new_ids = engine.encode(goal.prompt, add_special_tokens=False)
+        needed = len(new_ids) + int(goal.max_new_tokens)
+        if session is None or len(session.token_ids) + needed <= engine.max_context:
+            return goal.prompt
+        bos = [] if engine.tokenizer.bos_token_id is None else [int(engine.tokenizer.bos_token_id)]
+        keep = max(0, min(engine.max_context // 2, engine.max_context - needed - len(bos)))
+        conversation.session = None
+        conversation.turns = 0
+        self.get_logger().info(
+            f"session '{goal.session_id}' reached the context window: continuing from its last {keep} tokens"
+        )
+        if not keep:
+            return goal.prompt
+        return [*bos, *session.token_ids[-keep:], *new_ids]
 
     def _send_feedback(self, goal_handle: ServerGoalHandle, delta: str, tokens: int, draft: str | None,
                        progress: dict[str, int]) -> None:

@@ -5,6 +5,9 @@
 * Generate feedback carries text *deltas*: losing one corrupts the streamed answer, so it
   is reliable with a deep history (the default depth of 10 drops deltas when a client's
   executor falls a few rounds behind). Clients should subscribe with the same profile.
+* The goal service keeps a deep request history so that a burst of goals (a misbehaving
+  client sending 100 in a second) is answered one by one (most with a rejection) instead
+  of requests silently falling out of a 10-deep queue and their clients waiting forever.
 """
 
 from __future__ import annotations
@@ -15,3 +18,4 @@ RESIDENCY_QOS = QoSProfile(
     depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE
 )
 FEEDBACK_QOS = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)
+GOAL_SERVICE_QOS = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)

@@ -50,3 +50,30 @@ def zoo_engine():
 
     root = bundled_zoo_root() / "target"
     return SpeculativeEngine(load_causal_lm(root), load_tokenizer(root))
+
+
+@pytest.fixture()
+def zoo_copy(tmp_path: Path) -> Path:
+    """A private copy of the bundled zoo that a test may damage (large files hard-linked).
+
+    Hard links, not symlinks: the node refuses model paths that resolve outside model_root.
+    """
+    import os
+    import shutil
+
+    from memspec_ros.bundled_zoo import bundled_zoo_root
+
+    src = bundled_zoo_root()
+    dst = tmp_path / "zoo"
+    for path in src.rglob("*"):
+        out = dst / path.relative_to(src)
+        if path.is_dir():
+            out.mkdir(parents=True, exist_ok=True)
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, out)
+        except OSError:
+            shutil.copy2(path, out)
+    return dst
+

@@ -253,3 +253,13 @@ def _done(future, timeout_s: float = 10.0) -> None:
     event = threading.Event()
     future.add_done_callback(lambda _f: event.set())
     assert event.wait(timeout_s), "parameter service did not answer"
+
+
+def test_long_session_slides_past_the_context_window(served) -> None:
+    """A dialogue longer than the context window keeps going: its oldest turns are dropped."""
+    gen = served["gen"]
+    prompt = DIALOGUE[0][1] + " and then" * 40
+    for turn in range(5):  # 5 x (~100 + 200) tokens > 1024
+        call = gen.generate(make_goal(prompt, 200, session_id="long-session"), timeout_s=120)
+        assert call.succeeded, (turn, call.result)
+    assert "reached the context window" in served["node"].log()

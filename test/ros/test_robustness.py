@@ -1,0 +1,252 @@
+"""Faults, bad input, load and lifetime: the node must stay up, explain itself, lose nothing.
+
+Every test runs a real node process over LOCALHOST DDS. Soak sizes are reduced here; set
+MEMSPEC_SOAK=1 (``make soak``) for the full figures (200 goals, 20 lifecycle cycles).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray
+from std_msgs.msg import String
+
+from memspec_ros.ros.generate_client import GenerateClient, make_goal
+from memspec_ros.ros.lifecycle_client import LifecycleClient
+from memspec_ros.ros.node_process import NodeProcess
+
+FULL_SOAK = os.environ.get("MEMSPEC_SOAK") == "1"
+LEGAL_PROMPT = "Permission is hereby granted, free of charge, to any person obtaining a copy"
+ROBOT_PROMPT = "USER: Could you go to the kitchen and bring me a cup\nROBOT:"
+
+
+def _damage(path: Path, data: bytes) -> None:
+    """Replace a (hard-linked) file with new content without touching the bundled original."""
+    path.unlink()
+    path.write_bytes(data)
+
+
+def _start_active(client_node, params_file, overrides, timeout_s: float = 180.0):
+    node = NodeProcess(params_file, overrides={"autostart": True, **overrides}).__enter__()
+    lc = LifecycleClient(client_node)
+    assert lc.wait_for_services(60.0), node.log()
+    deadline = time.monotonic() + timeout_s
+    while lc.get_state() != "active":
+        assert node.alive(), node.log()
+        if time.monotonic() > deadline:
+            node.stop()
+            raise AssertionError("node did not become active:\n" + node.log())
+        time.sleep(0.2)  # the node is loading models
+    return node, lc
+
+
+def _proc_status(pid: int) -> dict[str, int]:
+    """Resident memory (kB) and thread count of a process, from /proc."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "Threads"):
+            fields[key] = int(value.split()[0])
+    return fields
+
+
+# ---------------------------------------------------------------------- configure-time faults
+@pytest.mark.parametrize("fault", ["corrupt", "missing", "vocab"])
+def test_bad_draft_fails_configure_naming_it(client_node, params_file, zoo_copy, fault) -> None:
+    draft = zoo_copy / "draft-code"
+    if fault == "corrupt":
+        _damage(draft / "model.safetensors", b"\x00" * 64)
+    elif fault == "missing":
+        (draft / "model.safetensors").unlink()
+    else:
+        tok = json.loads((draft / "tokenizer.json").read_text())
+        vocab = tok["model"]["vocab"]
+        a, b = sorted(vocab, key=vocab.get)[300:302]
+        vocab[a], vocab[b] = vocab[b], vocab[a]
+        _damage(draft / "tokenizer.json", json.dumps(tok).encode())
+    with NodeProcess(params_file, overrides={"model_root": str(zoo_copy)}) as node:
+        lc = LifecycleClient(client_node)
+        assert lc.wait_for_services(60.0), node.log()
+        assert not lc.change_state("configure")
+        assert lc.get_state() == "unconfigured"
+        assert "draft-code" in node.log()
+        # The same node can be configured again once the operator tolerates the bad draft.
+    with NodeProcess(params_file, overrides={"model_root": str(zoo_copy), "tolerate_bad_drafts": True}) as node:
+        lc = LifecycleClient(client_node)
+        assert lc.wait_for_services(60.0), node.log()
+        assert lc.change_state("configure"), node.log()
+        assert lc.change_state("activate")
+        gen = GenerateClient(client_node)
+        assert gen.wait_for_server(30.0)
+        call = gen.generate(make_goal("def main():\n", 24), timeout_s=120)
+        assert call.succeeded and "draft-code" not in call.result.drafts_used
+        gen.destroy()
+
+
+def test_pickle_only_model_is_refused(client_node, params_file, zoo_copy) -> None:
+    draft = zoo_copy / "draft-math"
+    (draft / "model.safetensors").unlink()
+    (draft / "pytorch_model.bin").write_bytes(b"not even a pickle")
+    with NodeProcess(params_file, overrides={"model_root": str(zoo_copy)}) as node:
+        lc = LifecycleClient(client_node)
+        assert lc.wait_for_services(60.0), node.log()
+        assert not lc.change_state("configure")
+        assert "draft-math" in node.log() and "safetensors" in node.log()
+
+
+# ---------------------------------------------------------------------- faults while serving
+def test_draft_that_fails_to_load_mid_generation_keeps_output_exact(
+    client_node, params_file, zoo_copy, zoo_engine
+) -> None:
+    """Configure succeeds, then the legal draft's file goes bad: its prefetch fails, decoding
+    carries on with what is resident, and the text is still exactly the target's."""
+    diags: list[DiagnosticArray] = []
+    sub = client_node.create_subscription(DiagnosticArray, "/diagnostics", diags.append, 50)
+    node, _ = _start_active(client_node, params_file, {"model_root": str(zoo_copy)})
+    try:
+        weights = zoo_copy / "draft-legal" / "model.safetensors"
+        _damage(weights, weights.read_bytes()[:100])
+        gen = GenerateClient(client_node)
+        assert gen.wait_for_server(30.0)
+        call = gen.generate(make_goal(LEGAL_PROMPT, 64, domain_hint="legal"), timeout_s=120)
+        assert call.succeeded, node.log()
+        expected = zoo_engine.tokenizer.decode(zoo_engine.target_greedy(LEGAL_PROMPT, 64), skip_special_tokens=True,
+                                               clean_up_tokenization_spaces=False)
+        assert call.result.text == expected
+        assert "draft-legal" not in call.result.drafts_used
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+            kv.key == "load_failures" and kv.value != "0" for m in diags for s in m.status for kv in s.values
+        ):
+            time.sleep(0.1)  # diagnostics are published at 1 Hz
+        assert any(kv.key == "load_failures" and kv.value != "0" for m in diags for s in m.status for kv in s.values)
+        assert node.alive()
+        gen.destroy()
+    finally:
+        node.stop()
+        client_node.destroy_subscription(sub)
+
+
+def test_budget_below_every_draft_serves_target_only(client_node, params_file, zoo_engine) -> None:
+    diags: list[DiagnosticArray] = []
+    sub = client_node.create_subscription(DiagnosticArray, "/diagnostics", diags.append, 50)
+    node, _ = _start_active(client_node, params_file, {"budget_drafts": 0, "budget_bytes": 1000})
+    try:
+        gen = GenerateClient(client_node)
+        assert gen.wait_for_server(30.0)
+        call = gen.generate(make_goal(ROBOT_PROMPT, 32), timeout_s=120)
+        assert call.succeeded and list(call.result.drafts_used) == []
+        expected = zoo_engine.tokenizer.decode(zoo_engine.target_greedy(ROBOT_PROMPT, 32), skip_special_tokens=True,
+                                               clean_up_tokenization_spaces=False)
+        assert call.result.text == expected
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any("target-only" in s.message for m in diags for s in m.status):
+            time.sleep(0.1)  # diagnostics are published at 1 Hz
+        assert any("target-only" in s.message for m in diags for s in m.status)
+        gen.destroy()
+    finally:
+        node.stop()
+        client_node.destroy_subscription(sub)
+
+
+def test_hanging_load_times_out_and_decoding_continues(client_node, params_file) -> None:
+    """Storage so slow that a load would take hours: generation goes on, the load times out."""
+    node, _ = _start_active(
+        client_node, params_file,
+        {"storage_bandwidth_mbps": 0.001, "load_timeout_s": 1.0, "budget_drafts": 2},
+        timeout_s=240,
+    )
+    try:
+        gen = GenerateClient(client_node)
+        assert gen.wait_for_server(30.0)
+        t0 = time.monotonic()
+        call = gen.generate(make_goal(LEGAL_PROMPT, 48, domain_hint="legal"), timeout_s=120)
+        assert call.succeeded
+        assert time.monotonic() - t0 < 60
+        assert call.result.stall_seconds == 0.0
+        deadline = time.monotonic() + 10
+        while "timed out" not in node.log().lower() and time.monotonic() < deadline:
+            time.sleep(0.1)  # the loader reports the timeout asynchronously
+        assert "timed out" in node.log().lower() or "timeout" in node.log().lower(), node.log()
+        gen.destroy()
+    finally:
+        node.stop()
+
+
+# ---------------------------------------------------------------------- abuse, load and lifetime
+def test_abusive_input_burst_and_cancel_storm(client_node, params_file) -> None:
+    rejections: list[String] = []
+    sub = client_node.create_subscription(String, "/memspec/goal_rejections", rejections.append, 200)
+    node, _ = _start_active(client_node, params_file, {"busy_policy": "queue", "max_queue": 4})
+    try:
+        gen = GenerateClient(client_node)
+        assert gen.wait_for_server(30.0)
+        gen.generate(make_goal(ROBOT_PROMPT, 8), timeout_s=120)  # warm
+        before = _proc_status(node.proc.pid)
+        bad = [
+            make_goal("x" * 12_000, 8),
+            make_goal("escape \x1b[2J", 8),
+            make_goal(ROBOT_PROMPT, 2**31),
+            make_goal(ROBOT_PROMPT, 8, temperature=float("nan")),
+            make_goal(ROBOT_PROMPT, 8, temperature=-0.5),
+            make_goal(ROBOT_PROMPT, 8, top_p=float("inf")),
+        ]
+        assert not any(gen.send(g).wait_accepted() for g in bad)
+        # A burst of 100 goals within a second: at most 1 running + max_queue queued.
+        t0 = time.monotonic()
+        calls = [gen.send(make_goal(ROBOT_PROMPT, 16)) for _ in range(100)]
+        accepted = [c for c in calls if c.wait_accepted()]
+        assert time.monotonic() - t0 < 30
+        assert 1 <= len(accepted) <= 5
+        # Cancel storm: cancel everything accepted, repeatedly.
+        for _ in range(3):
+            for c in accepted:
+                c.cancel()
+        for c in accepted:
+            c.wait(120)
+        assert node.alive()
+        assert gen.generate(make_goal(ROBOT_PROMPT, 8), timeout_s=120).succeeded
+        after = _proc_status(node.proc.pid)
+        assert after["VmRSS"] < before["VmRSS"] + 100_000, (before, after)  # < 100 MB growth
+        assert len(rejections) >= 6 + 100 - len(accepted)
+        gen.destroy()
+    finally:
+        node.stop()
+        client_node.destroy_subscription(sub)
+
+
+def test_sequential_goals_with_cancels_and_lifecycle_cycles_stay_bounded(client_node, params_file) -> None:
+    goals = 200 if FULL_SOAK else 30
+    cycles = 20 if FULL_SOAK else 4
+    node, lc = _start_active(client_node, params_file, {})
+    try:
+        gen = GenerateClient(client_node)
+        assert gen.wait_for_server(30.0)
+        samples = []
+        for i in range(goals):
+            call = gen.send(make_goal(ROBOT_PROMPT, 24, session_id=f"s{i % 3}" if i % 2 else ""))
+            assert call.wait_accepted(), node.log()
+            if i % 3 == 0:
+                call.cancel()
+            call.wait(120)
+            if i % 10 == 9:
+                samples.append(_proc_status(node.proc.pid))
+        for _ in range(cycles):
+            for transition in ("deactivate", "cleanup", "configure", "activate"):
+                assert lc.change_state(transition), node.log()
+            samples.append(_proc_status(node.proc.pid))
+        assert gen.generate(make_goal(ROBOT_PROMPT, 8), timeout_s=120).succeeded
+        rss = [s["VmRSS"] for s in samples]
+        threads = [s["Threads"] for s in samples]
+        print(f"\nsoak: {goals} goals, {cycles} lifecycle cycles; RSS MB first/max/last "
+              f"{rss[0] / 1024:.0f}/{max(rss) / 1024:.0f}/{rss[-1] / 1024:.0f}; threads first/max/last "
+              f"{threads[0]}/{max(threads)}/{threads[-1]}")
+        assert max(threads) <= threads[0] + 4, threads
+        assert rss[-1] < rss[0] + 150_000, rss  # < 150 MB growth over the whole soak
+        gen.destroy()
+    finally:
+        node.stop()
