@@ -1,0 +1,282 @@
+"""The speculative decoding engine: sessions that advance one round at a time.
+
+The engine deliberately does *not* decide which draft to use or how many tokens to
+speculate: :meth:`GenerationSession.step` takes the proposer and k for every round. That
+keeps policy (the runtime layer's job: MemSpec, bandits, oracles) out of the mechanism and
+lets a scheduler switch drafts, or fall back to target-only steps while a draft is still
+loading, between any two rounds.
+
+Invariant kept by every round: the target's KV cache covers all committed tokens except
+the last one, whose logits the next round computes together with the new proposals.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import torch
+from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+from memspec_ros.core.detokenizer import IncrementalDetokenizer
+from memspec_ros.core.errors import InvalidRequestError, VocabularyMismatchError
+from memspec_ros.core.proposer import DraftProposer, Proposal
+from memspec_ros.core.rejection_sampler import RejectionSampler
+from memspec_ros.core.sampling import GREEDY, SamplingParams
+from memspec_ros.core.scorer import TargetScorer
+from memspec_ros.core.stats import RoundStats
+
+MAX_K = 64
+"""Upper bound on tokens proposed per round; larger values are surely a caller bug."""
+
+Prompt = str | Sequence[int]
+
+
+class SpeculativeEngine:
+    """A target model plus tokenizer; creates generation sessions.
+
+    Args:
+        target: the model whose output distribution is reproduced exactly.
+        tokenizer: the target's tokenizer (drafts must share it).
+        max_context: maximum sequence length (prompt + generated, all turns); defaults to
+            and may not exceed the target's ``max_position_embeddings``.
+        sampler: acceptance rule; replaceable for experiments and tests.
+    """
+
+    def __init__(
+        self,
+        target: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        max_context: int | None = None,
+        *,
+        sampler: RejectionSampler | None = None,
+    ) -> None:
+        self.target = target.eval()
+        self.tokenizer = tokenizer
+        self.vocab_size = int(target.config.vocab_size)
+        model_limit = getattr(target.config, "max_position_embeddings", None)
+        if max_context is None:
+            max_context = model_limit
+        if max_context is None or max_context < 2:
+            raise InvalidRequestError(f"max_context must be >= 2, got {max_context}")
+        if model_limit is not None and max_context > model_limit:
+            raise InvalidRequestError(
+                f"max_context {max_context} exceeds the target's max_position_embeddings {model_limit}"
+            )
+        self.max_context = int(max_context)
+        self.sampler = sampler or RejectionSampler()
+        self.eos_token_ids = _eos_ids(target, tokenizer)
+
+    # ------------------------------------------------------------------ prompts
+    def encode(self, prompt: Prompt, *, add_special_tokens: bool = True) -> list[int]:
+        """Token ids for ``prompt`` (text is tokenised; id sequences are validated and copied)."""
+        if isinstance(prompt, str):
+            if not prompt:
+                raise InvalidRequestError("prompt is empty")
+            ids = self.tokenizer(prompt, add_special_tokens=add_special_tokens)["input_ids"]
+        else:
+            ids = [int(t) for t in prompt]
+        if not ids:
+            raise InvalidRequestError("prompt is empty (no tokens)")
+        bad = [t for t in ids if not 0 <= t < self.vocab_size]
+        if bad:
+            raise InvalidRequestError(f"prompt contains token ids outside [0, {self.vocab_size}): {bad[:5]}")
+        return ids
+
+    def check_budget(self, used: int, new_prompt: int, max_new_tokens: int) -> None:
+        """Raise unless ``max_new_tokens`` is valid and everything fits the context window."""
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise InvalidRequestError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
+        total = used + new_prompt + max_new_tokens
+        if total > self.max_context:
+            raise InvalidRequestError(
+                f"request needs {total} positions ({used} already in the session + {new_prompt} "
+                f"prompt + {max_new_tokens} new tokens) but the context window is {self.max_context}"
+            )
+
+    # ------------------------------------------------------------------ generation
+    def start(
+        self, prompt: Prompt, max_new_tokens: int, params: SamplingParams = GREEDY
+    ) -> GenerationSession:
+        """Open a session for ``prompt``; advance it with :meth:`GenerationSession.step`."""
+        ids = self.encode(prompt)
+        self.check_budget(0, len(ids), max_new_tokens)
+        return GenerationSession(self, ids, max_new_tokens, params)
+
+    def generate(
+        self,
+        prompt: Prompt,
+        draft: DraftProposer | None = None,
+        k: int = 4,
+        max_new_tokens: int = 64,
+        params: SamplingParams = GREEDY,
+    ) -> GenerationSession:
+        """Run a whole generation with one fixed draft (or target-only); return the finished session."""
+        session = self.start(prompt, max_new_tokens, params)
+        while not session.done:
+            session.step(draft, k)
+        return session
+
+    @torch.inference_mode()
+    def target_greedy(self, prompt: Prompt, max_new_tokens: int) -> list[int]:
+        """Reference greedy decoding with plain ``transformers.generate`` (ground truth for tests).
+
+        Stops at end-of-sequence like the engine does; the eos token is included.
+        """
+        ids = self.encode(prompt)
+        self.check_budget(0, len(ids), max_new_tokens)
+        eos = sorted(self.eos_token_ids)
+        config = GenerationConfig(
+            do_sample=False,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=eos or None,
+            pad_token_id=eos[0] if eos else 0,
+        )
+        input_ids = torch.tensor([ids], device=self.target.device)
+        out = self.target.generate(
+            input_ids=input_ids, attention_mask=torch.ones_like(input_ids), generation_config=config
+        )
+        return out[0, len(ids) :].tolist()
+
+
+class GenerationSession:
+    """One conversation with the target: the committed tokens, the target cache, the outputs.
+
+    Attributes:
+        token_ids: every committed token of every turn (prompts and outputs).
+        stats: one :class:`RoundStats` per round of the current turn.
+        finish_reason: ``"eos"``, ``"length"`` or ``None`` while running.
+        last_hidden_state: target's final-layer hidden state that produced the newest
+            token (feature for the runtime's predictor); ``verified_hidden_states`` holds
+            those of every token emitted by the last round.
+    """
+
+    def __init__(
+        self, engine: SpeculativeEngine, prompt_ids: list[int], max_new_tokens: int, params: SamplingParams
+    ) -> None:
+        self.engine = engine
+        self.params = params
+        self.generator = params.make_generator(engine.target.device)
+        self.scorer = TargetScorer(engine.target)
+        self.token_ids: list[int] = list(prompt_ids)
+        self.scorer.prefill(self.token_ids[:-1])
+        self.last_hidden_state: torch.Tensor | None = None
+        self.verified_hidden_states: torch.Tensor | None = None
+        self._begin_turn(max_new_tokens)
+
+    def _begin_turn(self, max_new_tokens: int) -> None:
+        self.max_new_tokens = max_new_tokens
+        self.turn_start = len(self.token_ids)
+        self.stats: list[RoundStats] = []
+        self.finish_reason: str | None = None
+        self._detok = IncrementalDetokenizer(self.engine.tokenizer)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def done(self) -> bool:
+        """True once the current turn hit end-of-sequence or ``max_new_tokens``."""
+        return self.finish_reason is not None
+
+    @property
+    def output_ids(self) -> list[int]:
+        """Tokens generated in the current turn (eos included if it was produced)."""
+        return self.token_ids[self.turn_start :]
+
+    @property
+    def remaining(self) -> int:
+        """Tokens the current turn may still emit."""
+        return self.max_new_tokens - (len(self.token_ids) - self.turn_start)
+
+    def text(self) -> str:
+        """Full decoded text of the current turn (special tokens skipped)."""
+        return self.engine.tokenizer.decode(
+            self.output_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
+        )
+
+    def new_text(self) -> str:
+        """Text produced since the previous call (correct across BPE/UTF-8 boundaries)."""
+        return self._detok.delta(self.output_ids, final=self.done)
+
+    # ------------------------------------------------------------------ rounds
+    def step(self, proposer: DraftProposer | None = None, k: int = 4) -> RoundStats:
+        """Run one round: ``proposer`` drafts up to ``k`` tokens, the target verifies them.
+
+        With ``proposer=None`` the round is a plain target step that emits one token.
+        Never emits past ``max_new_tokens``; stops at end-of-sequence.
+        """
+        if self.done:
+            raise InvalidRequestError("the session is finished; use continue_with() for a new turn")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise InvalidRequestError(f"k must be an int in [1, {MAX_K}], got {k!r}")
+        if proposer is not None and proposer.vocab_size != self.engine.vocab_size:
+            raise VocabularyMismatchError(
+                proposer.name,
+                f"its model has {proposer.vocab_size} output logits, the target has {self.engine.vocab_size}",
+            )
+        remaining = self.remaining
+        # accepted + 1 tokens are emitted, so proposing more than remaining - 1 is wasted work.
+        k_round = min(k, remaining - 1) if proposer is not None else 0
+        if k_round > 0:
+            proposal = proposer.propose(self.token_ids, k_round, self.params, self.generator)
+        else:
+            proposal = Proposal.empty()
+
+        verify_start = time.perf_counter()
+        proposed = proposal.tokens
+        scores = self.scorer.score([self.token_ids[-1], *proposed])
+        verdict = self.engine.sampler.verify(
+            proposed, proposal.draft_probs, scores.logits, self.params, self.generator
+        )
+        emitted = verdict.tokens[:remaining]
+        for i, token in enumerate(emitted):
+            if token in self.engine.eos_token_ids:
+                emitted = emitted[: i + 1]
+                self.finish_reason = "eos"
+                break
+        # The cache now holds old tokens + last + proposals; keep it equal to committed[:-1].
+        self.scorer.rollback(len(proposed) + 1 - len(emitted))
+        self.token_ids.extend(emitted)
+        self.verified_hidden_states = scores.hidden[: len(emitted)]
+        self.last_hidden_state = scores.hidden[len(emitted) - 1]
+        if self.finish_reason is None and self.remaining <= 0:
+            self.finish_reason = "length"
+        verify_seconds = time.perf_counter() - verify_start
+
+        stats = RoundStats(
+            draft_name=proposer.name if proposer is not None and proposed else None,
+            proposed=len(proposed),
+            accepted=verdict.accepted,
+            emitted=len(emitted),
+            draft_seconds=proposal.seconds,
+            verify_seconds=verify_seconds,
+            catchup_tokens=proposal.catchup_tokens,
+            catchup_seconds=proposal.catchup_seconds,
+        )
+        self.stats.append(stats)
+        return stats
+
+    def continue_with(self, prompt: Prompt, max_new_tokens: int) -> None:
+        """Append the next dialogue turn, keeping the target cache (no re-prefill of history).
+
+        Text is tokenised without special tokens (the conversation already began with them).
+        """
+        if not self.done:
+            raise InvalidRequestError("the current turn is still running; finish it first")
+        ids = self.engine.encode(prompt, add_special_tokens=False)
+        self.engine.check_budget(len(self.token_ids), len(ids), max_new_tokens)
+        # The previous turn's last token was never fed; it and all but the last new token are.
+        self.scorer.prefill([self.token_ids[-1], *ids[:-1]])
+        self.token_ids.extend(ids)
+        self._begin_turn(max_new_tokens)
+
+
+def _eos_ids(target: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> frozenset[int]:
+    ids: set[int] = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    config_eos = getattr(getattr(target, "generation_config", None), "eos_token_id", None)
+    if isinstance(config_eos, int):
+        ids.add(config_eos)
+    elif config_eos:
+        ids.update(int(t) for t in config_eos)
+    return frozenset(ids)

@@ -1,0 +1,300 @@
+"""Loading tokenizers, targets and drafts from local directories, safely.
+
+Why so strict:
+  * Weights come only from ``*.safetensors``. Pickle-based checkpoints (``.bin``, ``.pt``,
+    ``.pkl``...) can run arbitrary code when unpickled; a robot should never do that with a
+    file it was merely pointed at. A directory offering only those is refused, with a
+    message that says so, instead of being loaded "just this once".
+  * ``trust_remote_code=False`` and ``local_files_only=True`` always: no code from the
+    model directory, no network.
+  * ``allowed_roots`` confines loading to known directories (after resolving symlinks and
+    ``..``), because model paths arrive as ROS parameters and requests.
+
+Besides the usual ``from_pretrained`` path, this module exposes the two halves a background
+loader needs to control I/O itself (e.g. to emulate an edge device's slow storage):
+:func:`build_empty_model` and :func:`load_state_from_bytes`. :func:`weights_nbytes` reads the
+size of a model from the safetensors header without touching the tensor data.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from os import PathLike
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import load as load_safetensors_bytes
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+from transformers.initialization import no_init_weights
+from transformers.utils import logging as hf_logging
+
+from memspec_ros.core.errors import (
+    ModelLoadError,
+    UnsafeModelFileError,
+    VocabularyMismatchError,
+)
+
+PathArg = str | PathLike[str]
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+"""Weight-file suffixes that imply pickle deserialisation; never loaded."""
+
+_SPECIAL_TOKEN_ATTRS = ("bos_token", "eos_token", "unk_token", "pad_token")
+
+# no_init_weights() patches torch.nn.init process-wide for a few milliseconds; serialise
+# its users so two background loaders cannot interleave their patch/unpatch.
+_BUILD_LOCK = threading.Lock()
+
+hf_logging.disable_progress_bar()
+
+
+def configure_threads(threads: int | None) -> None:
+    """Set torch's intra-op thread count (process-wide) when ``threads`` is given.
+
+    Small models at batch 1 are dominated by per-op overhead, where extra threads often
+    cost more in synchronisation than they gain; callers pick the count explicitly.
+    """
+    if threads is None:
+        return
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    torch.set_num_threads(threads)
+
+
+def resolve_model_dir(path: PathArg, allowed_roots: Sequence[PathArg] | None = None) -> Path:
+    """Resolve ``path`` to an existing directory, confined to ``allowed_roots`` if given.
+
+    The check is done on the fully resolved path (symlinks followed, ``..`` collapsed), so
+    neither ``root/../elsewhere`` nor a symlink pointing out of a root gets through.
+    """
+    raw = Path(path).expanduser()
+    try:
+        resolved = raw.resolve(strict=True)
+    except (FileNotFoundError, RuntimeError) as exc:
+        raise ModelLoadError(f"model directory {str(raw)!r} does not exist") from exc
+    if allowed_roots is not None:
+        roots = [Path(r).expanduser().resolve() for r in allowed_roots]
+        if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
+            raise ModelLoadError(
+                f"model path {str(raw)!r} resolves to {str(resolved)!r}, which is outside the "
+                f"allowed roots {[str(r) for r in roots]}; refusing to load it"
+            )
+    if not resolved.is_dir():
+        raise ModelLoadError(f"model path {str(resolved)!r} is not a directory")
+    return resolved
+
+
+def weight_files(model_dir: PathArg) -> list[Path]:
+    """Return the ``*.safetensors`` files of a model directory (sorted, shards included).
+
+    Raises:
+        UnsafeModelFileError: only pickle-based weight files are present.
+        ModelLoadError: no weight files at all.
+    """
+    directory = Path(model_dir)
+    safe = sorted(directory.glob("*.safetensors"))
+    if safe:
+        return safe
+    pickled = sorted(p.name for p in directory.iterdir() if p.suffix.lower() in PICKLE_SUFFIXES)
+    if pickled:
+        raise UnsafeModelFileError(
+            f"{str(directory)!r} only has pickle-based weights ({', '.join(pickled)}). Loading "
+            "them could execute arbitrary code, so memspec_ros only loads *.safetensors; "
+            "convert the checkpoint (e.g. save_pretrained(..., safe_serialization=True))"
+        )
+    raise ModelLoadError(f"{str(directory)!r} contains no *.safetensors weight file")
+
+
+def weights_nbytes(model_dir: PathArg, allowed_roots: Sequence[PathArg] | None = None) -> int:
+    """Bytes of tensor data a model stores, read from the safetensors headers only.
+
+    This is what a loader has to move from storage and, up to dtype conversion, what the
+    model will occupy in memory, so the runtime's memory budget can be planned before
+    anything is loaded.
+    """
+    directory = resolve_model_dir(model_dir, allowed_roots)
+    total = 0
+    for file in weight_files(directory):
+        with safe_open(file, framework="pt") as handle:
+            for name in handle.keys():  # noqa: SIM118 - safe_open is not a dict
+                piece = handle.get_slice(name)
+                numel = 1
+                for dim in piece.get_shape():
+                    numel *= dim
+                total += numel * _dtype_size(piece.get_dtype())
+    return total
+
+
+def _dtype_size(safetensors_dtype: str) -> int:
+    sizes = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2,
+             "BF16": 2, "I16": 2, "U16": 2, "I8": 1, "U8": 1, "BOOL": 1,
+             "F8_E4M3": 1, "F8_E5M2": 1}
+    if safetensors_dtype not in sizes:
+        raise ModelLoadError(f"unsupported safetensors dtype {safetensors_dtype!r}")
+    return sizes[safetensors_dtype]
+
+
+def load_tokenizer(
+    path: PathArg, *, allowed_roots: Sequence[PathArg] | None = None
+) -> PreTrainedTokenizerBase:
+    """Load the tokenizer stored in ``path`` (no remote code, no network)."""
+    directory = resolve_model_dir(path, allowed_roots)
+    try:
+        return AutoTokenizer.from_pretrained(
+            str(directory), local_files_only=True, trust_remote_code=False
+        )
+    except Exception as exc:
+        raise ModelLoadError(f"could not load a tokenizer from {str(directory)!r}: {exc}") from exc
+
+
+def load_config(path: PathArg, *, allowed_roots: Sequence[PathArg] | None = None) -> PretrainedConfig:
+    """Load a model's ``config.json`` (cheap; lets a loader build the module before reading weights)."""
+    directory = resolve_model_dir(path, allowed_roots)
+    try:
+        return AutoConfig.from_pretrained(str(directory), local_files_only=True, trust_remote_code=False)
+    except Exception as exc:
+        raise ModelLoadError(f"could not read the model config in {str(directory)!r}: {exc}") from exc
+
+
+def load_causal_lm(
+    path: PathArg,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+    threads: int | None = None,
+    allowed_roots: Sequence[PathArg] | None = None,
+) -> PreTrainedModel:
+    """Load a causal language model (target or draft) from a local safetensors directory.
+
+    Weights stored in bf16/fp16 are converted to ``dtype``; the model is returned in eval
+    mode on ``device``.
+    """
+    configure_threads(threads)
+    directory = resolve_model_dir(path, allowed_roots)
+    weight_files(directory)  # refuses pickle-only / empty directories with a clear message
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            str(directory),
+            dtype=dtype,
+            local_files_only=True,
+            trust_remote_code=False,
+            use_safetensors=True,
+        )
+    except Exception as exc:
+        raise ModelLoadError(f"could not load a causal LM from {str(directory)!r}: {exc}") from exc
+    return model.to(device).eval()
+
+
+def check_vocab_compatible(
+    target_tokenizer: PreTrainedTokenizerBase,
+    draft_tokenizer: PreTrainedTokenizerBase,
+    draft_name: str,
+) -> None:
+    """Raise :class:`VocabularyMismatchError` naming ``draft_name`` unless the vocabularies match.
+
+    Compares the full token -> id map (added tokens included) and the special tokens, since
+    a draft that disagrees on either would propose ids that mean something else to the target.
+    """
+    target_vocab = target_tokenizer.get_vocab()
+    draft_vocab = draft_tokenizer.get_vocab()
+    if target_vocab != draft_vocab:
+        if len(target_vocab) != len(draft_vocab):
+            reason = f"vocabulary size {len(draft_vocab)} != target's {len(target_vocab)}"
+        else:
+            differing = sorted(
+                tok for tok in set(target_vocab) | set(draft_vocab)
+                if target_vocab.get(tok) != draft_vocab.get(tok)
+            )
+            examples = ", ".join(
+                f"{tok!r}: draft {draft_vocab.get(tok)} vs target {target_vocab.get(tok)}"
+                for tok in differing[:3]
+            )
+            reason = f"{len(differing)} tokens map to different ids (e.g. {examples})"
+        raise VocabularyMismatchError(draft_name, reason)
+    for attr in _SPECIAL_TOKEN_ATTRS:
+        target_special = getattr(target_tokenizer, attr, None)
+        draft_special = getattr(draft_tokenizer, attr, None)
+        if str(target_special) != str(draft_special):
+            raise VocabularyMismatchError(
+                draft_name, f"{attr} is {draft_special!r} but the target's is {target_special!r}"
+            )
+
+
+def load_draft_model(
+    path: PathArg,
+    target_tokenizer: PreTrainedTokenizerBase,
+    *,
+    name: str | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+    allowed_roots: Sequence[PathArg] | None = None,
+) -> PreTrainedModel:
+    """Load a draft model after checking that its tokenizer matches the target's.
+
+    ``name`` (default: the directory name) is what error messages call the draft.
+    """
+    directory = resolve_model_dir(path, allowed_roots)
+    draft_name = name or directory.name
+    check_vocab_compatible(target_tokenizer, load_tokenizer(directory), draft_name)
+    return load_causal_lm(directory, dtype=dtype, device=device)
+
+
+def build_empty_model(
+    config: PretrainedConfig,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+) -> PreTrainedModel:
+    """Build a model from its config with *uninitialised* weights, ready for a state load.
+
+    Random initialisation would cost ~10x more than the allocation itself and is wasted
+    when the weights are about to be overwritten. Config-derived buffers (e.g. rotary
+    frequencies) are still computed normally.
+    """
+    with _BUILD_LOCK, no_init_weights():
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, trust_remote_code=False)
+    return model.to(device).eval()
+
+
+def load_state_from_bytes(model: PreTrainedModel, blobs: bytes | Iterable[bytes]) -> PreTrainedModel:
+    """Copy weights from raw safetensors file contents (one blob per shard) into ``model``.
+
+    The caller reads the files itself (at whatever pace it wants); this function only
+    parses and copies, converting dtypes as needed. Every parameter and persistent buffer
+    must be covered except weights tied to another (e.g. ``lm_head`` tied to the
+    embeddings), which are re-tied afterwards.
+
+    Raises:
+        ModelLoadError: a blob is not valid safetensors, or tensors are missing/unexpected.
+    """
+    if isinstance(blobs, (bytes, bytearray, memoryview)):
+        blobs = [bytes(blobs)]
+    state: dict[str, torch.Tensor] = {}
+    for blob in blobs:
+        try:
+            state.update(load_safetensors_bytes(bytes(blob)))
+        except Exception as exc:
+            raise ModelLoadError(f"weights are not a valid safetensors file: {exc}") from exc
+    try:
+        with torch.no_grad():
+            result = model.load_state_dict(state, strict=False)
+    except RuntimeError as exc:  # shape mismatches
+        raise ModelLoadError(f"weights do not fit the model: {exc}") from exc
+    tied = set(getattr(model, "all_tied_weights_keys", {}) or {})
+    missing = [key for key in result.missing_keys if key not in tied]
+    if missing or result.unexpected_keys:
+        raise ModelLoadError(
+            f"weights do not fit the model: missing {missing[:5]}, unexpected "
+            f"{result.unexpected_keys[:5]}"
+        )
+    model.tie_weights()
+    return model.eval()

@@ -1,0 +1,80 @@
+"""Sampling parameters and the logits -> probabilities transform.
+
+The same transform is applied to draft and target logits: speculative rejection sampling is
+exact with respect to the *processed* target distribution, so both sides must see the
+identical temperature / top-p processing. Temperature 0 means greedy decoding, which uses
+a separate, deterministic acceptance rule and needs no probabilities at all.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from memspec_ros.core.errors import InvalidRequestError
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How tokens are chosen.
+
+    Attributes:
+        temperature: 0 selects greedy decoding; > 0 divides logits before the softmax.
+        top_p: nucleus mass kept (0 < top_p <= 1); 1 keeps the whole distribution.
+        seed: seeds the session's ``torch.Generator`` so sampled outputs are reproducible;
+            ``None`` draws a fresh seed.
+    """
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.temperature, (int, float)) or not math.isfinite(self.temperature):
+            raise InvalidRequestError(f"temperature must be a finite number, got {self.temperature!r}")
+        if self.temperature < 0:
+            raise InvalidRequestError(
+                f"temperature must be >= 0 (0 = greedy), got {self.temperature}"
+            )
+        if not isinstance(self.top_p, (int, float)) or not (0.0 < self.top_p <= 1.0):
+            raise InvalidRequestError(f"top_p must lie in (0, 1], got {self.top_p!r}")
+        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
+            raise InvalidRequestError(f"seed must be a non-negative int or None, got {self.seed!r}")
+
+    @property
+    def greedy(self) -> bool:
+        """True when decoding is deterministic argmax (temperature 0)."""
+        return self.temperature == 0.0
+
+    def make_generator(self, device: torch.device | str = "cpu") -> torch.Generator:
+        """Return a generator seeded from ``seed`` (or from fresh entropy when it is None)."""
+        generator = torch.Generator(device=device)
+        if self.seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(self.seed)
+        return generator
+
+
+GREEDY = SamplingParams()
+
+
+def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """Turn logits ``[..., V]`` into a probability distribution after temperature and top-p.
+
+    Computed in float32 whatever the model dtype, so draft and target probabilities are
+    comparable. Top-p keeps the smallest set of most likely tokens whose mass reaches
+    ``top_p`` (always at least the most likely token) and renormalises.
+    """
+    if params.greedy:
+        raise InvalidRequestError("logits_to_probs is undefined for temperature 0 (greedy)")
+    probs = torch.softmax(logits.float() / params.temperature, dim=-1)
+    if params.top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
+        mass_before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
+        sorted_probs = sorted_probs.masked_fill(mass_before >= params.top_p, 0.0)
+        probs = torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return probs

@@ -1,0 +1,53 @@
+"""Memory-aware draft runtime (no ROS): the MemSpec system itself.
+
+Layers, bottom up: a :class:`Catalogue` of drafts and a :class:`Budget`; the thread-safe
+:class:`DraftPool` (residency states, budget invariant, listeners); the :class:`BackgroundLoader`
+(real reads, emulated storage bandwidth, cancel, timeout); the policies (one interface, see
+:mod:`.policies`); the :class:`Scheduler` that carries out plans; the :class:`DraftRuntime` that
+ties them to the core engine; and the trace-driven :class:`Simulator` that runs the same policy
+code on a virtual clock. See ``docs/runtime.md``.
+"""
+
+from .acceptance import AcceptanceSummary, AcceptanceTracker, DraftAcceptance, RoundRecord
+from .catalogue import (
+    Budget,
+    Catalogue,
+    CatalogueError,
+    DraftSpec,
+    ZooManifest,
+    load_zoo_manifest,
+    zoo_fingerprint,
+)
+from .context import ContextFeatures, ContextTracker
+from .cost_model import CostModel, calibrate_overheads, measure_cost_model
+from .loader import BackgroundLoader, LoadRecord, LoadTicket
+from .policies import ADAPTIVE_BASELINES, POLICY_NAMES, Policy, make_policy
+from .pool import BudgetExceeded, DraftPool, InvalidTransition, PoolError, PoolInvariantError
+from .predictor import DraftPredictor
+from .residency import DraftState, DraftStatus, ResidencyEvent, ResidencySnapshot
+from .runtime import (
+    Conversation,
+    DraftRuntime,
+    GenerationReport,
+    RoundEvent,
+    RuntimeConfig,
+    RuntimeStats,
+    check_catalogue_vocab,
+    make_materializer,
+)
+from .scheduler import Scheduler
+from .simulator import SimulationResult, Simulator, VirtualLoader
+from .storage import StorageModel
+from .traces import SessionTrace, Turn, TurnTrace, record_session
+
+__all__ = [
+    "ADAPTIVE_BASELINES", "POLICY_NAMES", "AcceptanceSummary", "AcceptanceTracker", "BackgroundLoader", "Budget",
+    "BudgetExceeded", "Catalogue", "CatalogueError", "ContextFeatures", "ContextTracker", "Conversation",
+    "CostModel", "DraftAcceptance", "DraftPool", "DraftPredictor", "DraftRuntime", "DraftSpec", "DraftState",
+    "DraftStatus", "GenerationReport", "InvalidTransition", "LoadRecord", "LoadTicket", "Policy", "PoolError",
+    "PoolInvariantError", "ResidencyEvent", "ResidencySnapshot", "RoundEvent", "RoundRecord", "RuntimeConfig",
+    "RuntimeStats", "Scheduler", "SessionTrace", "SimulationResult", "Simulator", "StorageModel", "Turn",
+    "TurnTrace", "VirtualLoader", "ZooManifest", "calibrate_overheads", "check_catalogue_vocab",
+    "load_zoo_manifest", "make_materializer", "make_policy", "measure_cost_model", "record_session",
+    "zoo_fingerprint",
+]

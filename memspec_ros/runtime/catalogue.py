@@ -1,0 +1,272 @@
+"""The draft catalogue and the memory budget the working set must respect.
+
+A catalogue entry is everything the runtime needs to decide about a draft *without loading
+it*: where its weights are, which domain it serves and how many bytes it will occupy when
+resident. The size comes from the safetensors header (tensor shapes and dtypes), not from the
+file size or from loading, so that planning a working set never touches the weights.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from memspec_ros.core.model_loading import weight_files, weights_nbytes
+
+
+class CatalogueError(ValueError):
+    """A catalogue entry is unusable (missing weights, unreadable header, duplicate name)."""
+
+
+def draft_nbytes(model_dir: Path) -> int:
+    """Resident size of a draft, from its safetensors headers (no tensor data is read).
+
+    Sizing from the header means planning a working set never touches the weights; any
+    failure (missing directory, pickle-only weights, a corrupt header) is a catalogue error
+    that names the directory.
+    """
+    try:
+        return weights_nbytes(model_dir)
+    except Exception as exc:  # ModelLoadError, SafetensorError, OSError...
+        raise CatalogueError(f"cannot size draft weights in {model_dir}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    """One catalogued draft: identity, location, domain and resident size in bytes."""
+
+    name: str
+    path: Path
+    domain: str
+    size_bytes: int
+
+    @property
+    def weight_files(self) -> list[Path]:
+        """The safetensors file(s) the loader reads (refuses pickle-only directories)."""
+        return weight_files(self.path)
+
+    @classmethod
+    def from_dir(cls, name: str, path: Path | str, domain: str | None = None) -> DraftSpec:
+        """Build an entry from a model directory, sizing it from its safetensors header."""
+        path = Path(path)
+        return cls(name=name, path=path, domain=domain or name, size_bytes=draft_nbytes(path))
+
+
+class Catalogue(Sequence[DraftSpec]):
+    """An ordered, name-indexed collection of drafts (order = the order messages list them)."""
+
+    def __init__(self, specs: Iterable[DraftSpec]) -> None:
+        self._specs: tuple[DraftSpec, ...] = tuple(specs)
+        self._by_name: dict[str, DraftSpec] = {}
+        for spec in self._specs:
+            if spec.name in self._by_name:
+                raise CatalogueError(f"duplicate draft name {spec.name!r} in catalogue")
+            if spec.size_bytes <= 0:
+                raise CatalogueError(f"draft {spec.name!r} has no tensor bytes")
+            self._by_name[spec.name] = spec
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._specs[index]
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def get(self, name: str) -> DraftSpec:
+        """Return the entry called ``name``; ``KeyError`` names the known drafts otherwise."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"unknown draft {name!r}; catalogue has {sorted(self._by_name)}") from None
+
+    @property
+    def names(self) -> list[str]:
+        """Draft names in catalogue order."""
+        return [s.name for s in self._specs]
+
+    def by_domain(self, domain: str) -> DraftSpec | None:
+        """The first draft specialised on ``domain`` (``None`` if the domain has none)."""
+        for spec in self._specs:
+            if spec.domain == domain:
+                return spec
+        return None
+
+    @property
+    def domains(self) -> list[str]:
+        """Domains served, in catalogue order."""
+        return [s.domain for s in self._specs]
+
+    @classmethod
+    def from_dirs(cls, entries: Mapping[str, Path | str], domains: Mapping[str, str] | None = None) -> Catalogue:
+        """Build from ``{name: model_dir}``; domains default to the name without a ``draft-`` prefix."""
+        domains = domains or {}
+        return cls(
+            DraftSpec.from_dir(name, path, domains.get(name) or name.removeprefix("draft-"))
+            for name, path in entries.items()
+        )
+
+    @classmethod
+    def from_zoo(cls, zoo_dir: Path | str, names: Iterable[str] | None = None) -> Catalogue:
+        """Read the drafts of a zoo from its ``zoo.yaml`` (see :func:`load_zoo_manifest`)."""
+        manifest = load_zoo_manifest(zoo_dir)
+        drafts = manifest.drafts
+        if names is not None:
+            wanted = list(names)
+            missing = [n for n in wanted if n not in drafts]
+            if missing:
+                raise CatalogueError(f"drafts {missing} not in {zoo_dir}/zoo.yaml (has {sorted(drafts)})")
+            drafts = {n: drafts[n] for n in wanted}
+        return cls(DraftSpec.from_dir(n, p, manifest.domains.get(n)) for n, p in drafts.items())
+
+
+def zoo_fingerprint(paths: Iterable[Path]) -> str:
+    """A short hash of model directories' weights (size + head + tail of every file).
+
+    Cached traces and predictors are only valid for the exact weights they were made with;
+    this is cheap enough to compute on every run.
+    """
+    import hashlib
+
+    h = hashlib.sha1()
+    for d in paths:
+        for f in weight_files(d):
+            size = f.stat().st_size
+            h.update(f"{f.name}:{size}".encode())
+            with open(f, "rb") as fh:
+                h.update(fh.read(1 << 16))
+                fh.seek(max(0, size - (1 << 16)))
+                h.update(fh.read())
+    return h.hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class ZooManifest:
+    """What the runtime takes from ``zoo.yaml``: the target's directory and the drafts."""
+
+    target: Path
+    drafts: dict[str, Path]
+    domains: dict[str, str]
+
+
+def load_zoo_manifest(zoo_dir: Path | str) -> ZooManifest:
+    """Parse ``zoo.yaml``: a ``models`` list of ``{name, path, domain, ...}`` entries.
+
+    The member called ``target`` is the target; every ``draft-*`` member is a draft. Relative
+    paths are tried against the zoo directory, then against the repository root (two levels
+    up), since the zoo pipeline writes repository-relative paths.
+    """
+    import yaml
+
+    zoo_dir = Path(zoo_dir)
+    data = yaml.safe_load((zoo_dir / "zoo.yaml").read_text()) or {}
+
+    def _resolve(value: str) -> Path:
+        p = Path(value)
+        if p.is_absolute():
+            return p
+        for base in (zoo_dir, zoo_dir.parent.parent, zoo_dir.parent):
+            if (base / p).exists():
+                return base / p
+        return zoo_dir / p.name
+
+    target: Path | None = None
+    drafts: dict[str, Path] = {}
+    domains: dict[str, str] = {}
+    for entry in data.get("models", []):
+        name = str(entry["name"])
+        path = _resolve(str(entry.get("path", name)))
+        if name == "target":
+            target = path
+        else:
+            drafts[name] = path
+            domains[name] = str(entry.get("domain") or re.sub(r"^draft-", "", name))
+    if target is None:
+        raise CatalogueError(f"{zoo_dir / 'zoo.yaml'} lists no model called 'target'")
+    return ZooManifest(target=target, drafts=drafts, domains=domains)
+
+
+_SIZE_RE = re.compile(r"^\s*([0-9.]+)\s*([kmg]i?b?|b|bytes?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "byte": 1, "bytes": 1, "k": 1000, "kb": 1000, "m": 10**6, "mb": 10**6,
+          "g": 10**9, "gb": 10**9, "ki": 1024, "kib": 1024, "mi": 1024**2, "mib": 1024**2,
+          "gi": 1024**3, "gib": 1024**3}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Memory available to drafts: a byte limit, a count of drafts, both, or neither (unlimited).
+
+    A count budget ("two drafts") is how the paper states its regime; a byte budget is what a
+    robot's memory actually imposes. Both are enforced when both are given.
+    """
+
+    max_bytes: int | None = None
+    max_drafts: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_bytes is not None and self.max_bytes < 0:
+            raise ValueError("budget bytes must be >= 0")
+        if self.max_drafts is not None and self.max_drafts < 0:
+            raise ValueError("budget drafts must be >= 0")
+
+    @classmethod
+    def drafts(cls, n: int) -> Budget:
+        """A budget of ``n`` drafts whatever their size."""
+        return cls(max_drafts=n)
+
+    @classmethod
+    def bytes(cls, n: int) -> Budget:
+        """A budget of ``n`` bytes."""
+        return cls(max_bytes=n)
+
+    @classmethod
+    def unlimited(cls) -> Budget:
+        """No limit (the oracle's setting: every draft resident)."""
+        return cls()
+
+    @classmethod
+    def parse(cls, text: str | int) -> Budget:
+        """Parse ``"2 drafts"``, ``"12MB"``, ``"3MiB"``, ``"unlimited"`` or a plain byte count."""
+        if isinstance(text, int):
+            return cls(max_bytes=text)
+        t = text.strip().lower()
+        if t in ("", "unlimited", "all", "inf"):
+            return cls()
+        m = re.match(r"^(\d+)\s*drafts?$", t)
+        if m:
+            return cls(max_drafts=int(m.group(1)))
+        m = _SIZE_RE.match(t)
+        if not m:
+            raise ValueError(f"cannot parse budget {text!r} (try '2 drafts' or '12MB')")
+        unit = (m.group(2) or "").lower()
+        return cls(max_bytes=int(float(m.group(1)) * _UNITS[unit]))
+
+    @property
+    def is_unlimited(self) -> bool:
+        """True when neither limit is set."""
+        return self.max_bytes is None and self.max_drafts is None
+
+    def admits(self, sizes: Iterable[int]) -> bool:
+        """Whether drafts of these sizes may be in memory (resident or loading) together."""
+        sizes = list(sizes)
+        if self.max_drafts is not None and len(sizes) > self.max_drafts:
+            return False
+        return self.max_bytes is None or sum(sizes) <= self.max_bytes
+
+    def capacity_bytes(self, catalogue: Catalogue) -> int:
+        """The byte figure to report: ``max_bytes``, or for a count budget the N largest drafts."""
+        sizes = sorted((s.size_bytes for s in catalogue), reverse=True)
+        cap = sum(sizes) if self.max_drafts is None else sum(sizes[: self.max_drafts])
+        return cap if self.max_bytes is None else min(cap, self.max_bytes)
+
+    def describe(self) -> str:
+        """Human-readable form for logs and reports."""
+        parts = []
+        if self.max_drafts is not None:
+            parts.append(f"{self.max_drafts} drafts")
+        if self.max_bytes is not None:
+            parts.append(f"{self.max_bytes / 1e6:.2f} MB")
+        return " and ".join(parts) or "unlimited"

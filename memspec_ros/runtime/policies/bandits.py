@@ -1,0 +1,146 @@
+"""``ucb`` and ``exp3``: bandit selection over drafts in the manner of BanditSpec.
+
+BanditSpec (UCBSpec, EXP3Spec) treats each draft as an arm and the acceptance it earns as
+the reward. Only the draft that ran is observed (bandit feedback). Here an arm is pulled for a
+segment of ``check_interval`` rounds; the reward of a round is accepted/proposed. A chosen
+draft that is on storage is loaded on demand and waited for; room is made by evicting the
+least recently used draft. Both use discounting (older rewards fade) because the best arm
+moves with the topic; without it a bandit locks onto the first domain's draft.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from .base import Decision, Policy, PolicyView, RoundFeedback, SchedulePlan, stall_choice, stall_plan
+
+
+class UCBPolicy(Policy):
+    """Discounted UCB1 over drafts; stalls for loads."""
+
+    name = "ucb"
+
+    def __init__(self, exploration: float = 1.0, discount: float = 0.98) -> None:
+        super().__init__()
+        self.exploration = exploration
+        self.discount = discount
+        self.selected: str | None = None
+        self._n: dict[str, float] = {}
+        self._s: dict[str, float] = {}
+
+    def _on_bind(self) -> None:
+        assert self.catalogue is not None
+        self._n = dict.fromkeys(self.catalogue.names, 0.0)
+        self._s = dict.fromkeys(self.catalogue.names, 0.0)
+
+    def _index(self, name: str, total: float) -> float:
+        n = self._n[name]
+        if n < 1e-9:
+            return math.inf
+        return self._s[name] / n + self.exploration * math.sqrt(2.0 * math.log(max(total, 1.0 + 1e-9)) / n)
+
+    def _means(self) -> dict[str, float]:
+        return {a: (self._s[a] / self._n[a]) if self._n[a] > 0 else 0.0 for a in self._n}
+
+    def _observe(self, feedback: RoundFeedback, view: PolicyView) -> None:
+        if feedback.draft is None or feedback.proposed <= 0:
+            return
+        for a in self._n:
+            self._n[a] *= self.discount
+            self._s[a] *= self.discount
+        self._n[feedback.draft] += 1.0
+        self._s[feedback.draft] += feedback.accepted / feedback.proposed
+
+    def _choose(self, view: PolicyView) -> Decision:
+        if self.selected is None:
+            self._select(view)
+        return stall_choice(view, self.selected, self._means())
+
+    def _select(self, view: PolicyView) -> None:
+        arms = view.usable()
+        if not arms:
+            self.selected = None
+            return
+        total = sum(self._n[a] for a in arms)
+        # Ties (e.g. several untried arms) go to a resident draft, then catalogue order.
+        self.selected = max(arms, key=lambda a: (self._index(a, total), view.is_resident(a)))
+
+    def _plan(self, view: PolicyView) -> SchedulePlan:
+        self._select(view)
+        return stall_plan(view, self.selected, self._means())
+
+
+class EXP3Policy(Policy):
+    """EXP3 with a little fixed share, sampling a draft per segment; stalls for loads.
+
+    The random generator is seeded, so a run (and its simulation) is reproducible.
+    """
+
+    name = "exp3"
+
+    def __init__(self, gamma: float = 0.2, share: float = 0.01, seed: int = 0) -> None:
+        super().__init__()
+        self.gamma = gamma
+        self.share = share
+        self.selected: str | None = None
+        self._rng = random.Random(seed)
+        self._logw: dict[str, float] = {}
+        self._p: dict[str, float] = {}
+        self._seg_reward = 0.0
+        self._seg_rounds = 0
+
+    def _on_bind(self) -> None:
+        assert self.catalogue is not None
+        self._logw = dict.fromkeys(self.catalogue.names, 0.0)
+
+    def _probs(self, arms: list[str]) -> dict[str, float]:
+        m = max(self._logw[a] for a in arms)
+        w = {a: math.exp(self._logw[a] - m) for a in arms}
+        z = sum(w.values())
+        return {a: (1 - self.gamma) * w[a] / z + self.gamma / len(arms) for a in arms}
+
+    def _observe(self, feedback: RoundFeedback, view: PolicyView) -> None:
+        if feedback.draft is not None and feedback.draft == self.selected and feedback.proposed > 0:
+            self._seg_reward += feedback.accepted / feedback.proposed
+            self._seg_rounds += 1
+
+    def _close_segment(self, arms: list[str]) -> None:
+        if self.selected is None or self._seg_rounds == 0 or self.selected not in self._p:
+            return
+        reward = self._seg_reward / self._seg_rounds
+        est = reward / self._p[self.selected]
+        self._logw[self.selected] += self.gamma * est / max(1, len(arms))
+        # Fixed share: mix a little weight back to every arm so none is forgotten for good.
+        m = max(self._logw[a] for a in arms)
+        w = {a: math.exp(self._logw[a] - m) for a in arms}
+        z = sum(w.values())
+        for a in arms:
+            self._logw[a] = math.log((1 - self.share) * w[a] / z + self.share / len(arms))
+        self._seg_reward = 0.0
+        self._seg_rounds = 0
+
+    def _choose(self, view: PolicyView) -> Decision:
+        if self.selected is None:
+            self._select(view)
+        return stall_choice(view, self.selected, self._p)
+
+    def _select(self, view: PolicyView) -> None:
+        arms = view.usable()
+        if not arms:
+            self.selected = None
+            return
+        self._close_segment(arms)
+        self._p = self._probs(arms)
+        r = self._rng.random()
+        acc = 0.0
+        self.selected = arms[-1]
+        for a in arms:
+            acc += self._p[a]
+            if r < acc:
+                self.selected = a
+                break
+
+    def _plan(self, view: PolicyView) -> SchedulePlan:
+        self._select(view)
+        return stall_plan(view, self.selected, self._p)

@@ -1,0 +1,200 @@
+"""``memspec`` and its two ablations.
+
+MemSpec separates *selection* (which draft would be best) from *availability* (which drafts are
+in memory):
+
+* every check, the predictor forecasts each draft's acceptance over the next segment;
+* the working-set manager keeps the drafts with the highest forecast resident - prefetching the
+  missing ones in the background, evicting the least needed, abandoning loads that are no
+  longer wanted - within the budget;
+* every round runs the best draft that is resident *now* (or none, when measured step times say
+  a target-only round beats every resident draft at its forecast acceptance). It never waits for
+  a load: a better draft is swapped in the round after its load completes.
+
+Ablations (the paper's): ``memspec-predict-only`` lets the predictor choose but loads on demand
+and waits; ``memspec-manage-only`` keeps the manager but drives it with acceptance statistics
+instead of the predictor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..predictor import DraftPredictor
+from .base import (
+    Decision,
+    Policy,
+    PolicyView,
+    RoundFeedback,
+    SchedulePlan,
+    best_of,
+    fill_budget,
+    stall_choice,
+    stall_plan,
+)
+
+
+def working_set(view: PolicyView, utility: Mapping[str, float], *, keep_bonus: float, min_utility: float
+                ) -> list[str]:
+    """The drafts to hold: highest utility first, within budget.
+
+    Drafts already in memory (or loading) get ``keep_bonus`` so that near-ties do not churn
+    the working set (every load costs storage time and evicts something). Drafts below
+    ``min_utility`` are not worth loading.
+    """
+    present = set(view.resident) | set(view.pending_loads)
+    score = {n: utility.get(n, 0.0) + (keep_bonus if n in present else 0.0) for n in view.usable()}
+    ranked = [n for n in sorted(score, key=lambda n: -score[n]) if n in present or utility.get(n, 0.0) >= min_utility]
+    return fill_budget(ranked, view.catalogue, view.budget)
+
+
+class _ManagedPolicy(Policy):
+    """Shared machinery of the never-stalling policies: plan a working set, run the best resident."""
+
+    never_stalls = True
+
+    def __init__(self, *, keep_bonus: float = 0.05, switch_margin: float = 0.03, prior_tokens: float = 8.0,
+                 evidence_rounds: int = 8, min_utility: float = 0.02, cost_aware: bool = True,
+                 target_margin: float = 0.1) -> None:
+        super().__init__()
+        self.cost_aware = cost_aware
+        self.prior_tokens = prior_tokens
+        self.evidence_rounds = evidence_rounds
+        self.target_margin = target_margin
+        self.keep_bonus = keep_bonus
+        self.switch_margin = switch_margin
+        self.min_utility = min_utility
+        self.utility: dict[str, float] = {}
+        self._last_plan_round = 0
+
+    def _utility(self, view: PolicyView) -> dict[str, float]:
+        raise NotImplementedError
+
+    def _live_score(self, view: PolicyView) -> dict[str, float]:
+        """Plan-time utility updated by what the draft achieved since.
+
+        The forecast acts as a prior worth ``prior_tokens`` proposed tokens; the tokens the draft
+        proposed (and got accepted) in the last ``evidence_rounds`` rounds are the evidence. One
+        unlucky round therefore does not overturn a confident forecast, a segment of them does.
+        """
+        score: dict[str, float] = {}
+        window = view.acceptance.window[-self.evidence_rounds:]
+        for n in view.resident:
+            u = self.utility.get(n, 0.0)
+            prop = sum(r.proposed for r in window if r.draft == n)
+            acc = sum(r.accepted for r in window if r.draft == n)
+            score[n] = (u * self.prior_tokens + acc) / (self.prior_tokens + prop)
+        return score
+
+    def _choose(self, view: PolicyView) -> Decision:
+        resident = [n for n in view.resident if n not in view.unusable]
+        score = self._live_score(view)
+        best = best_of(resident, score, prefer=view.active, margin=self.switch_margin)
+        if best is None or not self.cost_aware:
+            return Decision(best)
+        # The best resident draft may still be worse than none (an off-domain draft while the
+        # right one loads): compare expected engine tokens/s from measured step times.
+        acc = view.acceptance
+        with_draft = acc.expected_tokens_per_s(best, score.get(best, 0.0), view.k)
+        alone = acc.expected_tokens_per_s(None, 0.0, view.k)
+        if with_draft is not None and alone is not None and alone > with_draft * (1.0 + self.target_margin):
+            return Decision(None)
+        return Decision(best)
+
+    def _plan(self, view: PolicyView) -> SchedulePlan:
+        self.utility = self._utility(view)
+        self._last_plan_round = view.round_index
+        want = working_set(view, self.utility, keep_bonus=self.keep_bonus, min_utility=self.min_utility)
+        active = view.active
+        # Keep the draft that is running unless a draft we want is already resident to take over:
+        # evicting it first would leave the decoder with nothing better while loads are in flight.
+        takeover = any(n in want and n != active and self.utility.get(n, 0) >= self.utility.get(active, 0)
+                       for n in view.resident) if active else True
+        evictable = [n for n in view.resident if n not in want and (n != active or takeover)]
+        evictable.sort(key=lambda n: self.utility.get(n, 0.0))
+        cancel = tuple(n for n in view.pending_loads if n not in want)
+        return SchedulePlan(want=tuple(want), evictable=tuple(evictable), cancel=cancel,
+                            predictions=dict(self.utility))
+
+
+class MemSpecPolicy(_ManagedPolicy):
+    """Predictor + working-set manager; never stalls."""
+
+    name = "memspec"
+
+    def __init__(self, predictor: DraftPredictor, **kwargs: float) -> None:
+        super().__init__(**kwargs)
+        self.predictor = predictor
+
+    def _new_turn(self, view: PolicyView) -> None:
+        self._last_plan_round = view.round_index
+
+    def _utility(self, view: PolicyView) -> dict[str, float]:
+        return predict_with_feedback(self.predictor, view, self._last_plan_round)
+
+
+class MemSpecManageOnlyPolicy(_ManagedPolicy):
+    """The manager driven by acceptance statistics (no predictor); never stalls.
+
+    Drafts never run count at ``prior``; the ones that did at their moving average. Without a
+    forecast it can only learn that a draft is needed by running it, which is the point of the
+    ablation.
+    """
+
+    name = "memspec-manage-only"
+
+    def __init__(self, prior: float = 0.25, **kwargs: float) -> None:
+        super().__init__(**kwargs)
+        self.prior = prior
+
+    def _utility(self, view: PolicyView) -> dict[str, float]:
+        return {n: view.acceptance.ema(n, self.prior) for n in view.usable()}
+
+
+class MemSpecPredictOnlyPolicy(Policy):
+    """The predictor chooses; the chosen draft is loaded on demand and waited for (no prefetch)."""
+
+    name = "memspec-predict-only"
+
+    def __init__(self, predictor: DraftPredictor, margin: float = 0.03) -> None:
+        super().__init__()
+        self.predictor = predictor
+        self.margin = margin
+        self.selected: str | None = None
+        self.utility: dict[str, float] = {}
+        self._last_plan_round = 0
+
+    def _new_turn(self, view: PolicyView) -> None:
+        self._last_plan_round = view.round_index
+
+    def _observe(self, feedback: RoundFeedback, view: PolicyView) -> None:
+        """Nothing beyond the shared statistics (adaptation happens at plan time)."""
+
+    def _choose(self, view: PolicyView) -> Decision:
+        if self.selected is None:
+            self.selected = view.active or (view.resident[0] if view.resident else None)
+        return stall_choice(view, self.selected, self.utility)
+
+    def _plan(self, view: PolicyView) -> SchedulePlan:
+        self.utility = predict_with_feedback(self.predictor, view, self._last_plan_round)
+        self._last_plan_round = view.round_index
+        self.selected = best_of(view.usable(), self.utility, prefer=self.selected or view.active,
+                                margin=self.margin)
+        return stall_plan(view, self.selected, self.utility)
+
+
+def predict_with_feedback(predictor: DraftPredictor, view: PolicyView, since_round: int) -> dict[str, float]:
+    """Adapt the predictor to acceptance observed since ``since_round``, then forecast.
+
+    Drafts that failed to load get utility 0 (nothing will make them resident).
+    """
+    window = max(1, view.round_index - since_round)
+    observed = {}
+    for n in view.catalogue.names:
+        rate = view.acceptance.recent_rate(n, window)
+        if rate is not None:
+            observed[n] = rate
+    if observed:
+        predictor.adapt(observed)
+    pred = predictor.predict(view.context, view.draft_for_domain(view.hint))
+    return {n: (0.0 if n in view.unusable else pred.get(n, 0.0)) for n in view.catalogue.names}

@@ -1,0 +1,575 @@
+"""The runtime: one engine, a draft pool, a background loader, a policy, a scheduler.
+
+This is the library API that benchmarks and the ROS node use. :meth:`DraftRuntime.generate`
+runs one dialogue turn round by round: the policy picks the draft for each round (waiting for a
+load only if the policy says so, and timing that wait as *stall*), the engine runs the round,
+and the outcome feeds the shared statistics, the context tracker and the policy. Scheduling
+(:meth:`DraftRuntime.tick`) runs either inline every ``check_interval`` rounds (library use,
+benchmarks, the simulator's reference) or externally: the decoding loop only signals that a
+check is due and the node calls :meth:`tick` from its own executor callback, in another thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import torch
+
+from memspec_ros.core.engine import GenerationSession, Prompt, SpeculativeEngine
+from memspec_ros.core.model_loading import (
+    build_empty_model,
+    check_vocab_compatible,
+    load_config,
+    load_state_from_bytes,
+    load_tokenizer,
+)
+from memspec_ros.core.proposer import DraftProposer
+from memspec_ros.core.sampling import GREEDY, SamplingParams
+from memspec_ros.core.stats import RoundStats
+
+from .acceptance import AcceptanceTracker, RoundRecord
+from .catalogue import Budget, Catalogue, DraftSpec
+from .context import ContextTracker
+from .loader import BackgroundLoader, LoadRecord, Materializer
+from .policies.base import Decision, Policy, PolicyView, RoundFeedback, SchedulePlan
+from .pool import DraftPool, InvalidTransition
+from .residency import DraftState, ResidencyEvent
+from .scheduler import Scheduler
+from .storage import StorageModel
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """Knobs of a runtime (the node maps its parameters onto these)."""
+
+    k: int = 4
+    check_interval: int = 4
+    storage: StorageModel = field(default_factory=StorageModel)
+    load_timeout_s: float | None = 30.0
+    space_wait_s: float = 5.0
+    scheduling: Literal["inline", "external"] = "inline"
+    max_load_failures: int = 1
+    """Loads of a draft that may fail before policies are told it is unusable."""
+    stall_timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.k <= 64:
+            raise ValueError(f"k must be in [1, 64], got {self.k}")
+        if self.check_interval < 1:
+            raise ValueError(f"check_interval must be >= 1, got {self.check_interval}")
+        if self.scheduling not in ("inline", "external"):
+            raise ValueError(f"scheduling must be 'inline' or 'external', got {self.scheduling!r}")
+
+
+def make_materializer(catalogue: Catalogue, *, dtype: torch.dtype = torch.float32,
+                      device: str | torch.device = "cpu") -> Materializer:
+    """A materializer that builds each draft from bytes the loader read itself.
+
+    Configs are read once, up front: a load then only moves weight bytes and copies them into
+    an uninitialised module, which is what an edge device's load costs too.
+    """
+    configs = {s.name: load_config(s.path) for s in catalogue}
+
+    def materialize(spec: DraftSpec, blobs: list[bytes]) -> DraftProposer:
+        model = build_empty_model(configs[spec.name], dtype=dtype, device=device)
+        load_state_from_bytes(model, blobs)
+        return DraftProposer(model, spec.name)
+
+    return materialize
+
+
+def check_catalogue_vocab(catalogue: Catalogue, target_tokenizer) -> None:
+    """Raise ``VocabularyMismatchError`` naming the first draft whose tokenizer differs."""
+    for spec in catalogue:
+        check_vocab_compatible(target_tokenizer, load_tokenizer(spec.path), spec.name)
+
+
+@dataclass(frozen=True)
+class RoundEvent:
+    """One round on the timeline (for residency plots and simulator validation)."""
+
+    start: float
+    end: float
+    turn: int
+    draft: str | None
+    proposed: int
+    accepted: int
+    emitted: int
+    stall_s: float
+    draft_s: float
+    verify_s: float
+    extra_s: float
+    """Policy-requested extra draft work in the round (counterfactual scoring)."""
+    catchup_tokens: int
+    resident: tuple[str, ...]
+    loading: tuple[str, ...]
+
+
+@dataclass
+class GenerationReport:
+    """Outcome of one :meth:`DraftRuntime.generate` call (one dialogue turn)."""
+
+    output_ids: list[int]
+    text: str
+    finish_reason: str
+    wall_s: float
+    prompt_tokens: int = 0
+    stall_s: float = 0.0
+    rounds: int = 0
+    proposed: int = 0
+    accepted: int = 0
+    switches: int = 0
+    loads: int = 0
+    load_failures: int = 0
+    tick_s: float = 0.0
+    predictor_s: float = 0.0
+    counterfactual_s: float = 0.0
+    drafts_used: list[str] = field(default_factory=list)
+    timeline: list[RoundEvent] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens generated."""
+        return len(self.output_ids)
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Generated tokens per second of wall time (stalls, ticks and prefill included)."""
+        return self.tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted / proposed draft tokens."""
+        return self.accepted / self.proposed if self.proposed else 0.0
+
+    @property
+    def mean_accepted_length(self) -> float:
+        """Tokens emitted per target verification."""
+        return self.tokens / self.rounds if self.rounds else 0.0
+
+
+@dataclass
+class RuntimeStats:
+    """Cumulative figures since the runtime was built (diagnostics, benchmark reports)."""
+
+    rounds: int = 0
+    tokens: int = 0
+    generations: int = 0
+    decode_s: float = 0.0
+    stall_s: float = 0.0
+    switches: int = 0
+    ticks: int = 0
+    tick_s: float = 0.0
+    predictor_s: float = 0.0
+    predictor_calls: int = 0
+    loads: int = 0
+    load_failures: int = 0
+    mean_load_s: float | None = None
+    mean_round_s: float | None = None
+
+    @property
+    def load_round_ratio(self) -> float | None:
+        """Measured mean load time / mean round time: the regime the run actually had."""
+        if self.mean_load_s is None or not self.mean_round_s:
+            return None
+        return self.mean_load_s / self.mean_round_s
+
+    @property
+    def predictor_fraction(self) -> float:
+        """Share of decoding time spent in the predictor (target: <= 2%)."""
+        return self.predictor_s / self.decode_s if self.decode_s > 0 else 0.0
+
+
+class Conversation:
+    """A dialogue whose context the target keeps across :meth:`DraftRuntime.generate` calls."""
+
+    def __init__(self) -> None:
+        self.session: GenerationSession | None = None
+        self.turns = 0
+
+    @property
+    def context_tokens(self) -> int:
+        """Tokens in the dialogue so far."""
+        return len(self.session.token_ids) if self.session is not None else 0
+
+
+class DraftRuntime:
+    """Memory-aware speculative decoding over a catalogue of drafts.
+
+    Args:
+        engine: the speculative engine (owns the target).
+        catalogue: the drafts.
+        budget: memory for drafts; ignored (unlimited) for a policy with ``unlimited_memory``.
+        policy: any :class:`~memspec_ros.runtime.policies.base.Policy`.
+        config: see :class:`RuntimeConfig`.
+        materialize: how loaded bytes become a proposer (default: :func:`make_materializer`).
+        clock: time source (seconds).
+    """
+
+    def __init__(self, engine: SpeculativeEngine, catalogue: Catalogue, budget: Budget, policy: Policy,
+                 config: RuntimeConfig | None = None, *, materialize: Materializer | None = None,
+                 clock: Callable[[], float] = time.perf_counter,
+                 on_load_failure: Callable[[LoadRecord], None] | None = None) -> None:
+        self.engine = engine
+        self.catalogue = catalogue
+        self.config = config or RuntimeConfig()
+        self.budget = Budget.unlimited() if policy.unlimited_memory else budget
+        self.policy = policy
+        self._clock = clock
+        policy.bind(catalogue, self.budget, self.config.k)
+        self.pool = DraftPool(catalogue, self.budget, clock=clock)
+        self.loader = BackgroundLoader(self.pool, materialize or make_materializer(catalogue), self.config.storage,
+                                       timeout_s=self.config.load_timeout_s, space_wait_s=self.config.space_wait_s,
+                                       on_failure=on_load_failure, clock=clock)
+        self.tracker = AcceptanceTracker(catalogue.names)
+        self.context = ContextTracker()
+        self.scheduler = Scheduler(self.pool, self.loader, policy, self.view, clock=clock)
+        self.check_due = threading.Event()
+        """Set by the decoding loop when a check is due (external scheduling); the node's
+        callback clears it and calls :meth:`tick`."""
+        self.on_check_due: Callable[[], None] | None = None
+        """Called (decoding thread) when a check is due in external mode, e.g. to trigger a
+        guard condition; must return at once."""
+        self._hint: str | None = None
+        self._lock = threading.Lock()
+        self._generate_lock = threading.Lock()
+        self._round = 0
+        self._turn = 0
+        self._turn_pos = 0
+        self._remaining = 0
+        self._stats = RuntimeStats()
+        self._round_seconds: list[float] = []
+        self._closed = False
+
+    # ------------------------------------------------------------------ public API
+    def add_residency_listener(self, listener: Callable[[ResidencyEvent], None]) -> None:
+        """Be told of every residency change (state, progress, active draft, predictions)."""
+        self.pool.add_listener(listener)
+
+    def set_hint(self, domain: str | None) -> None:
+        """Set (or clear) an external domain hint: a prior for the predictor, never a constraint."""
+        if domain is not None and domain not in self.catalogue and self.catalogue.by_domain(domain) is None:
+            raise ValueError(f"unknown domain hint {domain!r}; known: {sorted(set(self.catalogue.domains))}")
+        with self._lock:
+            self._hint = domain
+
+    def set_policy(self, policy: Policy) -> None:
+        """Switch policy at run time (takes effect from the next round; statistics are kept).
+
+        A policy that needs unlimited memory (the oracle) cannot replace one under a budget.
+        """
+        if policy.unlimited_memory and not self.budget.is_unlimited:
+            raise ValueError(f"policy {policy.name!r} needs unlimited memory; build a new runtime for it")
+        policy.bind(self.catalogue, self.budget, self.config.k)
+        with self.scheduler.lock:
+            self.policy = policy
+            self.scheduler.policy = policy
+
+    def reconfigure(self, *, k: int | None = None, check_interval: int | None = None) -> None:
+        """Change the speculation length or the check interval at run time (next round on)."""
+        changes = {n: v for n, v in (("k", k), ("check_interval", check_interval)) if v is not None}
+        with self._lock:
+            self.config = dataclasses.replace(self.config, **changes)
+        if k is not None:
+            self.policy.k = k
+
+    @property
+    def hint(self) -> str | None:
+        """The current domain hint."""
+        with self._lock:
+            return self._hint
+
+    def warm_up(self, drafts: Sequence[str] | None = None, timeout: float | None = 60.0) -> list[str]:
+        """Load an initial working set (default: the policy's) and wait; not part of any timing.
+
+        Returns the drafts that ended up resident.
+        """
+        names = list(drafts) if drafts is not None else self.policy.initial_working_set()
+        tickets = [self.loader.request(n) for n in names if self.pool.state(n) != DraftState.RESIDENT]
+        for t in tickets:
+            t.wait(timeout)
+        return self.pool.resident()
+
+    def tick(self) -> SchedulePlan:
+        """Run one scheduling decision now (thread-safe; the node's timer calls this)."""
+        self.check_due.clear()
+        return self.scheduler.tick()
+
+    def view(self) -> PolicyView:
+        """What policies see now."""
+        with self._lock:
+            round_index, turn, pos, remaining, hint = (self._round, self._turn, self._turn_pos, self._remaining,
+                                                       self._hint)
+        unusable = frozenset(n for n in self.catalogue.names
+                             if self.pool.failures(n) >= self.config.max_load_failures)
+        return PolicyView(now=self._clock(), round_index=round_index, turn=turn, turn_position=pos,
+                          remaining=remaining, k=self.config.k, residency=self.pool.snapshot(),
+                          pending_loads=tuple(self.loader.pending()), acceptance=self.tracker.summary(),
+                          context=self.context.features(), hint=hint, unusable=unusable,
+                          catalogue=self.catalogue, budget=self.budget)
+
+    def new_conversation(self) -> Conversation:
+        """A dialogue to continue across calls (pass it to :meth:`generate`)."""
+        return Conversation()
+
+    def generate(
+        self,
+        prompt: Prompt,
+        max_new_tokens: int,
+        params: SamplingParams = GREEDY,
+        *,
+        conversation: Conversation | None = None,
+        on_round: Callable[[RoundStats, GenerationSession], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> GenerationReport:
+        """Generate one turn. ``conversation`` continues a dialogue (its context is kept).
+
+        ``on_round(stats, session)`` runs after every round (stream text with
+        ``session.new_text()``); ``should_stop()`` is polled before every round (cancel).
+        """
+        if self._closed:
+            raise RuntimeError("runtime is closed")
+        with self._generate_lock:
+            return self._generate(prompt, max_new_tokens, params, conversation, on_round, should_stop)
+
+    def run_dialogue(self, turns: Sequence, params: SamplingParams = GREEDY) -> list[GenerationReport]:
+        """Run turns (objects with ``prompt`` and ``max_new_tokens``) as one conversation."""
+        conv = self.new_conversation()
+        return [self.generate(t.prompt, t.max_new_tokens, params, conversation=conv) for t in turns]
+
+    def statistics(self) -> RuntimeStats:
+        """Cumulative statistics (a copy)."""
+        loads = [r for r in self.loader.records() if r.outcome == "loaded"]
+        with self._lock:
+            s = RuntimeStats(**{k: getattr(self._stats, k) for k in RuntimeStats.__dataclass_fields__})
+            s.mean_round_s = float(np.mean(self._round_seconds)) if self._round_seconds else None
+        s.ticks = self.scheduler.stats.ticks
+        s.tick_s = self.scheduler.stats.seconds
+        s.predictor_s = _predictor_seconds(self.policy)
+        s.predictor_calls = int(getattr(getattr(self.policy, "predictor", None), "calls", 0))
+        s.loads = len(loads)
+        s.load_failures = sum(1 for r in self.loader.records() if r.outcome in ("failed", "timeout"))
+        s.mean_load_s = float(np.mean([r.load_s for r in loads])) if loads else None
+        return s
+
+    def window_stats(self, rounds: int = 32) -> dict:
+        """Acceptance over the most recent ``rounds`` (what ``AcceptanceStats`` publishes)."""
+        summary = self.tracker.summary()
+        window = summary.window[-rounds:]
+        prop = sum(r.proposed for r in window)
+        acc = sum(r.accepted for r in window)
+        emitted = sum(r.emitted for r in window)
+        secs = sum(r.seconds for r in window)
+        per = {}
+        for n in self.catalogue.names:
+            rs = [r for r in window if r.draft == n]
+            p = sum(r.proposed for r in rs)
+            per[n] = {"acceptance_rate": (sum(r.accepted for r in rs) / p) if p else 0.0, "rounds": len(rs)}
+        st = self.statistics()
+        return {"active_draft": window[-1].draft if window else None,
+                "window_acceptance_rate": acc / prop if prop else 0.0,
+                "mean_accepted_length": emitted / len(window) if window else 0.0,
+                "tokens_per_second": emitted / secs if secs > 0 else 0.0,
+                "rounds": len(window), "per_draft": per, "draft_switches": st.switches, "loads": st.loads,
+                "stall_seconds": st.stall_s}
+
+    def close(self) -> None:
+        """Stop the loader thread and drop every draft (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.loader.close()
+        for n in self.pool.resident():
+            self.pool.evict(n, reason="runtime closed")
+
+    def __enter__(self) -> DraftRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ the loop
+    def _generate(self, prompt: Prompt, max_new_tokens: int, params: SamplingParams,
+                  conversation: Conversation | None, on_round, should_stop) -> GenerationReport:
+        t_start = self._clock()
+        conv = conversation or Conversation()
+        if conv.session is None:
+            session = self.engine.start(prompt, max_new_tokens, params)
+            conv.session = session
+            prompt_ids = list(session.token_ids)
+            turn_index = 0
+        else:
+            session = conv.session
+            before = len(session.token_ids)
+            session.continue_with(prompt, max_new_tokens)
+            prompt_ids = session.token_ids[before:]
+            turn_index = conv.turns
+        conv.turns += 1
+        self.context.new_turn(prompt_ids)
+        with self._lock:
+            self._turn = turn_index
+            self._turn_pos = 0
+            self._remaining = session.remaining
+        self.policy.new_turn(self.view())
+        report = GenerationReport(output_ids=[], text="", finish_reason="", wall_s=0.0,
+                                  prompt_tokens=len(prompt_ids) - (1 if turn_index == 0 else 0))
+        tick_s0 = self.scheduler.stats.seconds
+        pred_s0 = _predictor_seconds(self.policy)
+        loads0 = sum(1 for r in self.loader.records() if r.outcome == "loaded")
+        fails0 = sum(1 for r in self.loader.records() if r.outcome in ("failed", "timeout"))
+        prev_draft: str | None = None
+        turn_rounds = 0
+        since_tick = 0
+        finish = None
+        while not session.done:
+            if should_stop is not None and should_stop():
+                finish = "cancelled"
+                break
+            r_start = self._clock()
+            view = self.view()
+            draft, stall = self._select_draft(view)
+            handle = None
+            if draft is not None:
+                try:
+                    handle = self.pool.acquire(draft)
+                except InvalidTransition:  # evicted by a concurrent tick since the decision
+                    draft = None
+            try:
+                self.pool.set_active(draft)
+                ctx_before = list(session.token_ids) if self.policy.wants_counterfactual else None
+                stats = session.step(handle, self.config.k)
+            finally:
+                if draft is not None:
+                    self.pool.release(draft)
+            emitted_ids = session.token_ids[len(session.token_ids) - stats.emitted:]
+            hidden = session.verified_hidden_states
+            self.context.push(emitted_ids, None if hidden is None else hidden.detach().float().cpu().numpy())
+            cf = None
+            cf_s = 0.0
+            if ctx_before is not None and stats.proposed > 0:
+                t_cf = self._clock()
+                cf = self._counterfactual(ctx_before, emitted_ids, stats.proposed, draft)
+                cf_s = self._clock() - t_cf
+                report.counterfactual_s += cf_s
+            used = stats.draft_name
+            r_end = self._clock()
+            self.tracker.record(RoundRecord(round_index=view.round_index, draft=used, proposed=stats.proposed,
+                                            accepted=stats.accepted, emitted=stats.emitted,
+                                            seconds=r_end - r_start, draft_s=stats.draft_seconds,
+                                            verify_s=stats.verify_seconds))
+            with self._lock:
+                self._round += 1
+                self._turn_pos += stats.emitted
+                self._remaining = session.remaining
+                if used is not None:
+                    self._round_seconds.append(r_end - r_start - stall)
+            self.policy.observe(RoundFeedback(round_index=view.round_index, turn=turn_index,
+                                              turn_position=view.turn_position, draft=used,
+                                              proposed=stats.proposed, accepted=stats.accepted,
+                                              emitted=stats.emitted, seconds=r_end - r_start,
+                                              counterfactual=cf), view)
+            if used is not None:
+                if prev_draft is not None and used != prev_draft:
+                    report.switches += 1
+                prev_draft = used
+                if used not in report.drafts_used:
+                    report.drafts_used.append(used)
+            report.rounds += 1
+            report.proposed += stats.proposed
+            report.accepted += stats.accepted
+            report.stall_s += stall
+            snap = self.pool.snapshot()
+            report.timeline.append(RoundEvent(
+                start=r_start - t_start, end=r_end - t_start, turn=turn_index, draft=used, proposed=stats.proposed,
+                accepted=stats.accepted, emitted=stats.emitted, stall_s=stall, draft_s=stats.draft_seconds,
+                verify_s=stats.verify_seconds, extra_s=cf_s, catchup_tokens=stats.catchup_tokens,
+                resident=tuple(snap.resident), loading=tuple(snap.names_in(DraftState.LOADING))))
+            if on_round is not None:
+                on_round(stats, session)
+            turn_rounds += 1
+            since_tick += 1
+            if turn_rounds == 1 or since_tick >= self.config.check_interval:
+                since_tick = 0
+                if self.config.scheduling == "inline":
+                    self.scheduler.tick()
+                else:
+                    self.check_due.set()
+                    if self.on_check_due is not None:
+                        self.on_check_due()
+        self.pool.set_active(None)  # nothing proposes between turns
+        report.output_ids = list(session.output_ids)
+        report.text = session.text()
+        report.finish_reason = finish or session.finish_reason or "length"
+        report.wall_s = self._clock() - t_start
+        report.tick_s = self.scheduler.stats.seconds - tick_s0
+        report.predictor_s = _predictor_seconds(self.policy) - pred_s0
+        report.loads = sum(1 for r in self.loader.records() if r.outcome == "loaded") - loads0
+        report.load_failures = sum(1 for r in self.loader.records() if r.outcome in ("failed", "timeout")) - fails0
+        with self._lock:
+            st = self._stats
+            st.rounds += report.rounds
+            st.tokens += report.tokens
+            st.generations += 1
+            st.decode_s += report.wall_s
+            st.stall_s += report.stall_s
+            st.switches += report.switches
+        if finish == "cancelled":
+            # A cancelled turn leaves the session mid-turn; close it so the dialogue can go on.
+            session.finish_reason = "cancelled"
+        return report
+
+    def _select_draft(self, view: PolicyView) -> tuple[str | None, float]:
+        """Ask the policy; if it chooses to wait for a load, wait (timed as stall)."""
+        decision: Decision = self.policy.choose(view)
+        draft, stall = decision.draft, 0.0
+        if draft is None or self.pool.state(draft) == DraftState.RESIDENT:
+            return draft, 0.0
+        if decision.wait:
+            t0 = self._clock()
+            ticket = self.scheduler.demand(draft)
+            ticket.wait(self.config.stall_timeout_s)
+            stall = self._clock() - t0
+            if self.pool.state(draft) == DraftState.RESIDENT:
+                return draft, stall
+            _log.warning("stalled %.3fs for %s but it did not load (%s); continuing with what is resident",
+                         stall, draft, ticket.error or ticket.outcome)
+            decision = self.policy.choose(self.view())
+            if decision.draft is not None and self.pool.state(decision.draft) == DraftState.RESIDENT:
+                return decision.draft, stall
+        # Not resident and not waited for: run target-only rather than block.
+        return None, stall
+
+    def _counterfactual(self, ctx_before: list[int], emitted: list[int], k_round: int,
+                        ran: str | None) -> dict[str, int]:
+        """Tokens each other resident draft would have had accepted this round (HedgeSpec-style)."""
+        out: dict[str, int] = {}
+        for name in self.pool.resident():
+            if name == ran:
+                continue
+            try:
+                proposer = self.pool.acquire(name)
+            except InvalidTransition:
+                continue
+            try:
+                tokens = proposer.propose(ctx_before, k_round, GREEDY).tokens
+            finally:
+                self.pool.release(name)
+            n = 0
+            while n < len(tokens) and n < len(emitted) and tokens[n] == emitted[n]:
+                n += 1
+            out[name] = n
+        return out
+
+
+def _predictor_seconds(policy: Policy) -> float:
+    pred = getattr(policy, "predictor", None)
+    return float(getattr(pred, "seconds", 0.0)) if pred is not None else 0.0

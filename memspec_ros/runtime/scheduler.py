@@ -1,0 +1,119 @@
+"""The scheduler: the one place where plans become evictions, prefetches and cancellations.
+
+Policies only *say* what working set they want (:class:`SchedulePlan`); this class carries it
+out against the pool and a loader, the real background loader or the simulator's virtual one,
+so MemSpec behaves identically in a real run and in simulation. :meth:`Scheduler.tick` is the
+periodic entry point: thread-safe, so the ROS node can call it from a timer callback in its own
+callback group while the decoding loop keeps running; library users and benchmarks call it
+inline every ``check_interval`` rounds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .loader import Loader, LoadTicket
+from .policies.base import Policy, PolicyView, SchedulePlan
+from .pool import DraftPool
+from .residency import DraftState
+
+
+@dataclass
+class TickStats:
+    """Cumulative cost and effect of scheduling decisions."""
+
+    ticks: int = 0
+    seconds: float = 0.0
+    prefetches: int = 0
+    evictions: int = 0
+    cancellations: int = 0
+
+
+class Scheduler:
+    """Applies a policy's plans to a pool through a loader."""
+
+    def __init__(self, pool: DraftPool, loader: Loader, policy: Policy, view: Callable[[], PolicyView],
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.pool = pool
+        self.loader = loader
+        self.policy = policy
+        self._view = view
+        self._clock = clock
+        self.lock = threading.RLock()
+        """Held while a plan is made and applied (and while the policy is swapped)."""
+        self.stats = TickStats()
+        self.last_plan: SchedulePlan | None = None
+
+    def tick(self) -> SchedulePlan:
+        """Ask the policy for a plan and carry it out; returns the plan."""
+        with self.lock:
+            t0 = self._clock()
+            plan = self.policy.plan(self._view())
+            self.apply(plan)
+            self.last_plan = plan
+            self.stats.ticks += 1
+            self.stats.seconds += self._clock() - t0
+            return plan
+
+    def apply(self, plan: SchedulePlan) -> None:
+        """Cancel, evict and request loads so the working set moves toward ``plan.want``.
+
+        Only as much is evicted as the next wanted draft needs, victims taken in the plan's
+        order; loads already queued count as occupying (they will reserve their bytes when
+        they start), so queued loads never find the budget overcommitted.
+        """
+        for name in plan.cancel:
+            if self.loader.cancel(name):
+                self.stats.cancellations += 1
+        budget = self.pool.budget
+        for i, name in enumerate(plan.want):
+            state = self.pool.state(name)
+            if state in (DraftState.RESIDENT, DraftState.LOADING) or self.loader.is_pending(name):
+                continue
+            if state == DraftState.EVICTING:
+                continue  # being released by the running round; want it again next tick
+            occupying = [n for n in self.pool.names_in(DraftState.RESIDENT, DraftState.LOADING,
+                                                       DraftState.EVICTING)]
+            pending = [n for n in self.loader.pending() if n not in occupying]
+            victims: list[str] = []
+
+            def fits(victims: list[str] = victims, occupying: list[str] = occupying,
+                     pending: list[str] = pending, name: str = name) -> bool:
+                names = [n for n in occupying if n not in victims] + pending + [name]
+                return budget.admits(self.pool.spec(n).size_bytes for n in names)
+
+            for v in plan.evictable:
+                if fits():
+                    break
+                if v != name and self.pool.state(v) == DraftState.RESIDENT and v not in plan.want[:i]:
+                    victims.append(v)
+            if not fits():
+                continue
+            for v in victims:
+                if self.pool.evict(v, reason=f"evicted for {name}"):
+                    self.stats.evictions += 1
+            self.loader.request(name, urgent=plan.urgent and i == 0)
+            self.stats.prefetches += 1
+
+    def demand(self, name: str) -> LoadTicket:
+        """Load ``name`` now for a policy that will wait for it, evicting least recently used drafts.
+
+        Loads of other drafts are abandoned: the decoder is blocked on this one.
+        """
+        with self.lock:
+            for other in self.loader.pending():
+                if other != name and self.loader.cancel(other):
+                    self.stats.cancellations += 1
+            lru = self.pool.lru_order(exclude=(name,))
+            victims: list[str] = []
+            for v in lru:
+                if self.pool.can_admit(name, evicting=victims):
+                    break
+                victims.append(v)
+            for v in victims:
+                if self.pool.evict(v, reason=f"evicted for {name} (on demand)"):
+                    self.stats.evictions += 1
+            return self.loader.request(name, urgent=True)

@@ -1,0 +1,84 @@
+"""The trained zoo, loaded through the public loading code: lossless decoding with real drafts.
+
+Skipped (with the reason) until ``models/zoo`` holds the target and all six drafts.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from conftest import ZOO, ZOO_DRAFTS
+
+from memspec_ros.core.model_loading import (
+    build_empty_model,
+    load_config,
+    load_state_from_bytes,
+    weight_files,
+    weights_nbytes,
+)
+from memspec_ros.core.sampling import GREEDY, SamplingParams
+
+PROMPTS = {
+    "robot": "USER: Please bring the red cup to the kitchen.\nROBOT:",
+    "code": "def read_lines(path):\n    with open(path) as fh:\n",
+    "math": "Solve for x: 3*x + 5 = 20.\n",
+    "legal": "Permission is hereby granted, free of charge, to any person obtaining a copy",
+    "prose": "The old man looked at the sea and said",
+    "general": "USER: What is the derivative of x**2?\nROBOT:",
+}
+
+
+@pytest.mark.parametrize("draft", ZOO_DRAFTS)
+def test_zoo_draft_is_lossless(zoo_engine, draft):
+    engine, drafts = zoo_engine
+    for prompt in (PROMPTS[draft], PROMPTS["robot"]):
+        reference = engine.target_greedy(prompt, 40)
+        session = engine.generate(prompt, drafts[draft], k=4, max_new_tokens=40)
+        assert session.output_ids == reference, (draft, prompt)
+
+
+def test_zoo_switching_every_few_rounds_is_lossless(zoo_engine):
+    engine, drafts = zoo_engine
+    schedule = itertools.cycle([*ZOO_DRAFTS, None])
+    for prompt in (PROMPTS["code"], PROMPTS["legal"]):
+        reference = engine.target_greedy(prompt, 64)
+        session = engine.start(prompt, 64, GREEDY)
+        rounds, name = 0, None
+        while not session.done:
+            if rounds % 2 == 0:  # a different draft (or none) every two rounds
+                name = next(schedule)
+            session.step(drafts[name] if name else None, 3 + rounds % 3)
+            rounds += 1
+        assert session.output_ids == reference, prompt
+
+
+def test_zoo_drafts_accept_in_their_own_domain(zoo_engine):
+    """Sanity of the zoo and the engine together: a matched draft gets real acceptance."""
+    engine, drafts = zoo_engine
+    session = engine.generate(PROMPTS["robot"], drafts["robot"], k=4, max_new_tokens=48)
+    accepted = sum(s.accepted for s in session.stats)
+    proposed = sum(s.proposed for s in session.stats)
+    assert accepted / proposed > 0.2
+
+
+def test_zoo_sampling_is_reproducible(zoo_engine):
+    engine, drafts = zoo_engine
+    params = SamplingParams(temperature=0.8, top_p=0.95, seed=11)
+    runs = [engine.generate(PROMPTS["math"], drafts["math"], k=4, max_new_tokens=24, params=params).output_ids
+            for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
+def test_zoo_sizes_and_byte_loading(zoo_engine):
+    engine, drafts = zoo_engine
+    sizes = {d: weights_nbytes(ZOO / f"draft-{d}", allowed_roots=[ZOO]) for d in ZOO_DRAFTS}
+    assert len(set(sizes.values())) > 1, "drafts should differ in size"
+    assert all(size < weights_nbytes(ZOO / "target") for size in sizes.values())
+    path = ZOO / "draft-code"
+    built = build_empty_model(load_config(path, allowed_roots=[ZOO]))
+    load_state_from_bytes(built, [f.read_bytes() for f in weight_files(path)])
+    ids = torch.tensor([engine.encode(PROMPTS["code"])])
+    with torch.no_grad():
+        torch.testing.assert_close(built(ids).logits, drafts["code"].model(ids).logits)

@@ -1,0 +1,1 @@
+"""Runtime-layer tests (a package so its conftest does not clash with other test folders)."""

@@ -1,0 +1,91 @@
+"""The runtime on the real bundled zoo (skipped, with the reason, while the zoo is absent).
+
+Short on purpose (two turns of a few tokens): the tiny-model tests cover the mechanics; this
+checks that the real drafts load through the loader, that the predictor file fits the zoo, and
+that the headline properties hold with real models - lossless output and no stalls for memspec.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from memspec_ros.bundled_zoo import bundled_zoo_root
+
+ZOO = bundled_zoo_root()
+pytestmark = pytest.mark.skipif(not (ZOO / "zoo.yaml").exists(), reason=f"no zoo at {ZOO} (build it first)")
+
+
+@pytest.fixture(scope="module")
+def zoo():
+    from memspec_ros.core.engine import SpeculativeEngine
+    from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
+    from memspec_ros.runtime import Catalogue, load_zoo_manifest
+
+    torch.set_num_threads(1)
+    manifest = load_zoo_manifest(ZOO)
+    engine = SpeculativeEngine(load_causal_lm(manifest.target), load_tokenizer(manifest.target))
+    return engine, Catalogue.from_zoo(ZOO)
+
+
+def _turns():
+    from memspec_ros.runtime import Turn
+
+    return [Turn("USER: robot, please go to the kitchen and", 12, "robot"),
+            Turn("def parse_args(argv):\n    ", 12, "code")]
+
+
+def _reference(engine) -> list[list[int]]:
+    session, outs = None, []
+    for t in _turns():
+        if session is None:
+            session = engine.start(t.prompt, t.max_new_tokens)
+        else:
+            session.continue_with(t.prompt, t.max_new_tokens)
+        while not session.done:
+            session.step(None)
+        outs.append(list(session.output_ids))
+    return outs
+
+
+def test_catalogue_and_vocabulary(zoo) -> None:
+    from memspec_ros.runtime import check_catalogue_vocab
+
+    engine, catalogue = zoo
+    assert len(catalogue) >= 5
+    assert len({s.size_bytes for s in catalogue}) > 1, "drafts differ in size"
+    check_catalogue_vocab(catalogue, engine.tokenizer)
+
+
+@pytest.mark.parametrize("policy", ["reactive", "memspec"])
+def test_real_zoo_lossless_and_memspec_does_not_stall(zoo, policy) -> None:
+    from memspec_ros.runtime import Budget, DraftRuntime, RuntimeConfig, StorageModel, make_policy
+
+    engine, catalogue = zoo
+    predictor = ZOO / "predictor.safetensors"
+    if policy == "memspec" and not predictor.exists():
+        pytest.skip(f"no predictor at {predictor} (run scripts/train_predictor.py)")
+    mean = sum(s.size_bytes for s in catalogue) / len(catalogue)
+    storage = StorageModel(bandwidth_bytes_per_s=mean / 0.08)  # ~80 ms per load, a few rounds
+    pol = make_policy(policy, predictor=predictor if policy == "memspec" else None, draft_names=catalogue.names)
+    with DraftRuntime(engine, catalogue, Budget.drafts(2), pol, RuntimeConfig(storage=storage)) as rt:
+        rt.warm_up()
+        reports = rt.run_dialogue(_turns())
+        assert [r.output_ids for r in reports] == _reference(engine)
+        assert rt.pool.peak_bytes <= rt.pool.budget_bytes
+        if policy == "memspec":
+            assert rt.statistics().stall_s == 0.0
+
+
+def test_predictor_file_matches_the_zoo(zoo) -> None:
+    from memspec_ros.runtime import DraftPredictor
+
+    engine, catalogue = zoo
+    path = Path(ZOO / "predictor.safetensors")
+    if not path.exists():
+        pytest.skip(f"no predictor at {path}")
+    pred = DraftPredictor.load(path, catalogue.names)
+    assert pred.hidden_size == engine.target.config.hidden_size
+    assert path.stat().st_size < 512 * 1024
