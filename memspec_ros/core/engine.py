@@ -255,10 +255,12 @@ class GenerationSession:
         self.stats.append(stats)
         return stats
 
-    def continue_with(self, prompt: Prompt, max_new_tokens: int) -> None:
+    def continue_with(self, prompt: Prompt, max_new_tokens: int, params: SamplingParams | None = None) -> None:
         """Append the next dialogue turn, keeping the target cache (no re-prefill of history).
 
         Text is tokenised without special tokens (the conversation already began with them).
+        ``params`` gives this turn its own sampling settings and seed (each goal of a robot
+        dialogue may ask for different ones); ``None`` keeps the previous turn's.
         """
         if not self.done:
             raise InvalidRequestError("the current turn is still running; finish it first")
@@ -267,6 +269,9 @@ class GenerationSession:
         # The previous turn's last token was never fed; it and all but the last new token are.
         self.scorer.prefill([self.token_ids[-1], *ids[:-1]])
         self.token_ids.extend(ids)
+        if params is not None:
+            self.params = params
+            self.generator = params.make_generator(self.engine.target.device)
         self._begin_turn(max_new_tokens)
 
 

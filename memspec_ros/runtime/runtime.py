@@ -410,7 +410,7 @@ class DraftRuntime:
         else:
             session = conv.session
             before = len(session.token_ids)
-            session.continue_with(prompt, max_new_tokens)
+            session.continue_with(prompt, max_new_tokens, params)
             prompt_ids = session.token_ids[before:]
             turn_index = conv.turns
         conv.turns += 1

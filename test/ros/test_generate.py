@@ -263,3 +263,18 @@ def test_long_session_slides_past_the_context_window(served) -> None:
         call = gen.generate(make_goal(prompt, 200, session_id="long-session"), timeout_s=120)
         assert call.succeeded, (turn, call.result)
     assert "reached the context window" in served["node"].log()
+
+
+def test_each_turn_of_a_session_uses_its_own_sampling_settings(served) -> None:
+    """Turn 2 samples with its own seed (not turn 1's greedy settings) and is reproducible."""
+    gen = served["gen"]
+    texts = {}
+    for sid in ("sampled-a", "sampled-b", "greedy-c"):
+        gen.generate(make_goal(DIALOGUE[0][1], 16, session_id=sid), timeout_s=120)
+        temperature = 0.0 if sid.startswith("greedy") else 1.0
+        call = gen.generate(make_goal("\nUSER: Now go to the lab\nROBOT:", 32, session_id=sid,
+                                      temperature=temperature, seed=7), timeout_s=120)
+        assert call.succeeded
+        texts[sid] = call.result.text
+    assert texts["sampled-a"] == texts["sampled-b"], "same seed, same context: same sample"
+    assert texts["sampled-a"] != texts["greedy-c"], "turn 2 must sample, not reuse turn 1's greedy settings"
