@@ -37,6 +37,12 @@ node: setup
 soak: setup
 	@$(ENV) MEMSPEC_SOAK=1 python -m pytest -s test/ros/test_robustness.py
 
+bench: setup
+	@$(ENV) python -m bench
+
+bench-quick: setup
+	@$(ENV) python -m bench --quick
+
 zoo: setup
 	@$(ENV) python -m training.build_zoo
 

@@ -1,0 +1,131 @@
+"""Setting up the edge regime and the simulator's time model from measurements on this machine.
+
+The paper's regime is "loading a draft costs about 2.7 decoding rounds". This machine reads a
+draft from page cache in a few milliseconds, so the storage bandwidth is *emulated*: the
+runtime's loader really reads the bytes, paced to a bandwidth chosen here so that the mean
+draft's load (read + materialisation) takes ``ratio`` times a measured round. Steps, on the
+separate calibration session (never one of the evaluated sessions):
+
+1. the simulator's cost model: target verify/prefill and every draft's step and catch-up
+   forward, timed on the real models;
+2. unthrottled load times (what materialisation alone costs);
+3. the mean round time of a real runtime run (the static policy);
+4. the bandwidth for the requested ratio, then real load times at that bandwidth;
+5. the runtime's bookkeeping overheads (per round, per turn, per tick, per predictor call)
+   from a real MemSpec run.
+
+The ratio each real run then actually had is measured separately (``RuntimeStats``) and
+reported beside the requested one.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from memspec_ros.runtime import (
+    BackgroundLoader,
+    Budget,
+    CostModel,
+    DraftPool,
+    DraftRuntime,
+    RuntimeConfig,
+    StorageModel,
+    calibrate_overheads,
+    measure_cost_model,
+)
+
+from .policy_factory import PolicyFactory
+from .real_runs import serve_session
+from .testbed import Testbed
+from .trace_cache import SessionTraces
+from .workloads import Session
+
+
+@dataclass
+class Calibration:
+    """The emulated storage and the simulator's cost model."""
+
+    cost: CostModel
+    storage: StorageModel
+    round_s: float
+    """Mean speculative round of a real run (stalls excluded), the unit of the load/round ratio."""
+    unthrottled_load_s: dict[str, float]
+    requested_ratio: float
+    seconds: float
+
+    @property
+    def mean_load_s(self) -> float:
+        """Mean load time of a draft at the emulated bandwidth."""
+        return float(np.mean(list(self.cost.load_s.values())))
+
+    @property
+    def modelled_ratio(self) -> float:
+        """Mean load time / measured round time."""
+        return self.mean_load_s / self.round_s
+
+    def loads_for_ratio(self, ratio: float) -> dict[str, float]:
+        """Load times of a device ``ratio`` rounds per mean load (every draft scaled alike)."""
+        scale = ratio / self.modelled_ratio
+        return {n: s * scale for n, s in self.cost.load_s.items()}
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-friendly."""
+        return {"round_s": self.round_s, "requested_ratio": self.requested_ratio,
+                "modelled_ratio": self.modelled_ratio, "mean_load_s": self.mean_load_s,
+                "bandwidth_bytes_per_s": self.storage.bandwidth_bytes_per_s,
+                "unthrottled_load_s": self.unthrottled_load_s, "seconds": self.seconds,
+                "cost_model": json.loads(self.cost.to_json())}
+
+
+def measure_load_times(testbed: Testbed, storage: StorageModel, repeats: int = 2) -> dict[str, float]:
+    """Median real load time of every draft through the runtime's loader at ``storage``."""
+    pool = DraftPool(testbed.catalogue, Budget.unlimited())
+    loader = BackgroundLoader(pool, testbed.materialize, storage)
+    try:
+        for spec in testbed.catalogue:
+            for _ in range(repeats):
+                loader.request(spec.name).wait(60)
+                pool.evict(spec.name)
+        records = loader.records()
+    finally:
+        loader.close()
+    return {s.name: float(np.median([r.load_s for r in records if r.name == s.name and r.outcome == "loaded"]))
+            for s in testbed.catalogue}
+
+
+def calibrate(testbed: Testbed, session: Session, context: SessionTraces, *, ratio: float, budget: Budget, k: int,
+              check_interval: int, repeats: int, factory: PolicyFactory) -> Calibration:
+    """Run steps 1-5 of the module docstring on ``session``; ``context`` gives realistic tokens to time on."""
+    t0 = time.perf_counter()
+    cost = measure_cost_model(testbed.engine.target, testbed.proposers, context.context_tokens(), k,
+                              repeats=repeats)
+    unthrottled = measure_load_times(testbed, StorageModel())
+    static = DraftRuntime(testbed.engine, testbed.catalogue, budget, factory("static"),
+                          RuntimeConfig(k=k, check_interval=check_interval), materialize=testbed.materialize)
+    try:
+        static.warm_up()
+        serve_session(static, session)
+        round_s = static.statistics().mean_round_s or cost.mean_round_s(k)
+    finally:
+        static.close()
+    mean_size = statistics.fmean(s.size_bytes for s in testbed.catalogue)
+    materialize_s = statistics.fmean(unthrottled.values())
+    read_s = max(1e-3, ratio * round_s - materialize_s)
+    storage = StorageModel(bandwidth_bytes_per_s=mean_size / read_s)
+    cost = cost.with_loads(measure_load_times(testbed, storage))
+    config = RuntimeConfig(k=k, check_interval=check_interval, storage=storage)
+    rt = DraftRuntime(testbed.engine, testbed.catalogue, budget, factory("memspec"), config,
+                      materialize=testbed.materialize)
+    try:
+        rt.warm_up()
+        reports = serve_session(rt, session)
+        cost = calibrate_overheads(cost, reports, rt.statistics())
+    finally:
+        rt.close()
+    return Calibration(cost=cost, storage=storage, round_s=round_s, unthrottled_load_s=unthrottled,
+                       requested_ratio=ratio, seconds=time.perf_counter() - t0)

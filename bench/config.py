@@ -1,0 +1,106 @@
+"""What one benchmark run is configured with: the quick and full presets and their knobs.
+
+Everything that shapes a number in the report lives here, so that the report can print it
+beside the results and anyone can rerun exactly the same thing (``BenchConfig.command``).
+The quick preset is the same experiments on less data (fewer, shorter sessions, fewer sweep
+points), sized to finish within 3 minutes on 2 cores; the full preset within 15.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """Knobs of a run (defaults are the full preset)."""
+
+    mode: str = "full"
+    zoo: Path = REPO / "models" / "zoo"
+    prompts: Path = REPO / "models" / "heldout" / "prompts.jsonl"
+    out: Path | None = None
+    """Results folder; ``None``: ``results/bench-<mode>-<timestamp>``."""
+    cache: Path = REPO / "results" / "cache"
+    """Where exact traces are kept between runs (keyed by zoo weights and workload)."""
+
+    # workload
+    sessions: int = 6
+    turns: int = 8
+    max_new_tokens: int = 64
+    shift_rates: tuple[int, ...] = (1, 2, 3)
+    """Turns per topic segment; sessions cycle through these (different shift rates)."""
+    calibration_turns: int = 3
+    carry_context: bool = False
+    """Keep one conversation for a whole session instead of one per topic segment (see workloads)."""
+    seed: int = 7
+
+    # the headline operating point
+    budget_drafts: int = 2
+    load_round_ratio: float = 2.7
+    k: int = 4
+    check_interval: int = 4
+    threads: int = 1
+    """torch intra-op threads for decoding; the loader thread uses the other core."""
+    cost_repeats: int = 15
+    """Repeats of each micro-benchmark that feeds the simulator's cost model."""
+
+    # sweeps (simulated)
+    check_intervals: tuple[int, ...] = (1, 2, 4, 8, 16)
+    budgets: tuple[int | None, ...] = (1, 2, 3, 4, None)
+    """Drafts that fit in memory; ``None`` = every draft resident."""
+    ratios: tuple[float, ...] = (0.5, 1.0, 2.0, 2.7, 4.0, 8.0)
+    lengths: tuple[int, ...] = (1, 2, 4, 6, 8)
+    """Generation length sweep: the first n turns of every session (more tokens, more shifts)."""
+
+    policies: tuple[str, ...] = field(default=())
+    """Policies to run; empty = every policy of the runtime."""
+
+    @classmethod
+    def quick(cls, **overrides: object) -> BenchConfig:
+        """The ``--quick`` preset: the same experiments on less data."""
+        base = {"mode": "quick", "sessions": 3, "turns": 4, "max_new_tokens": 48, "cost_repeats": 7,
+                "check_intervals": (1, 2, 4, 8, 16), "budgets": (1, 2, 3, 4, None),
+                "ratios": (0.5, 1.0, 2.7, 4.0, 8.0), "lengths": (1, 2, 3, 4)}
+        base.update(overrides)
+        return cls(**base)  # type: ignore[arg-type]
+
+    def replace(self, **changes: object) -> BenchConfig:
+        """A copy with some knobs changed."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    @property
+    def command(self) -> str:
+        """The command line that reproduces this configuration."""
+        parts = ["python -m bench"]
+        defaults = BenchConfig.quick() if self.mode == "quick" else BenchConfig()
+        if self.mode == "quick":
+            parts.append("--quick")
+        for name, flag in (("sessions", "--sessions"), ("turns", "--turns"), ("max_new_tokens", "--max-new-tokens"),
+                           ("budget_drafts", "--budget"), ("load_round_ratio", "--ratio"), ("k", "--k"),
+                           ("check_interval", "--check-interval"), ("threads", "--threads"), ("seed", "--seed")):
+            if getattr(self, name) != getattr(defaults, name):
+                parts.append(f"{flag} {getattr(self, name)}")
+        if self.policies:
+            parts.append("--policies " + ",".join(self.policies))
+        if self.carry_context:
+            parts.append("--carry-context")
+        return " ".join(parts)
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-friendly view (paths relative to the repository when inside it)."""
+        out: dict[str, object] = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, Path):
+                try:
+                    v = str(v.resolve().relative_to(REPO))
+                except ValueError:
+                    v = str(v)
+            elif isinstance(v, tuple):
+                v = list(v)
+            out[f.name] = v
+        return out

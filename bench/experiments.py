@@ -1,0 +1,231 @@
+"""The paper's six experiments, on one testbed, one workload and one calibration.
+
+1. **Headline** - every policy, target-only decoding and transformers' assisted generation, for
+   real, at the configured budget (2 drafts), check interval (4) and load/round ratio (2.7).
+   Runs are interleaved - session by session, the configuration order rotating - so that a
+   slow spell of a shared machine does not land on one configuration.
+2. **Ablation** - memspec vs memspec-predict-only vs memspec-manage-only: the same real runs
+   as (1) (same run, same sessions, side by side), also broken down by the sessions' shift rate.
+3. **Check interval** sweep, 4. **generation length** sweep (the first n turns of every session:
+   longer generations hold more topic shifts), 5. **memory budget** sweep (1-4 drafts and all
+   resident), 6. **load/round ratio** sweep - on the simulator, which replays the exact traces
+   through the same policy code; its error against the real runs of (1) is reported.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from memspec_ros.runtime import ADAPTIVE_BASELINES, Budget, CostModel, RuntimeConfig
+
+from .calibration import Calibration
+from .config import BenchConfig
+from .hf_assisted import best_single_draft, run_hf_assisted, warm_up_hf
+from .measures import PolicySummary, RunMeasure, summarize
+from .policy_factory import PolicyFactory
+from .progress import Progress
+from .real_runs import run_policy, run_target_only
+from .sim_runs import model_target_only, simulate
+from .testbed import Testbed
+from .timeline import session_timeline
+from .trace_cache import SessionTraces
+from .workloads import Workload
+
+TARGET_ONLY = "target-only"
+HF_ASSISTED = "hf-assisted"
+ABLATION = ("memspec", "memspec-predict-only", "memspec-manage-only")
+
+
+@dataclass
+class Bench:
+    """Everything the experiments share."""
+
+    cfg: BenchConfig
+    testbed: Testbed
+    workload: Workload
+    traces: list[SessionTraces]
+    calibration: Calibration
+    factory: PolicyFactory
+    policies: list[str]
+    progress: Progress
+
+    @property
+    def budget(self) -> Budget:
+        """The headline memory budget."""
+        return Budget.drafts(self.cfg.budget_drafts)
+
+    def runtime_config(self, check_interval: int | None = None) -> RuntimeConfig:
+        """The headline runtime configuration (emulated storage included)."""
+        return RuntimeConfig(k=self.cfg.k, check_interval=check_interval or self.cfg.check_interval,
+                             storage=self.calibration.storage)
+
+
+@dataclass
+class Headline:
+    """Experiment 1 (and 2): real per-session measures of every configuration, and their simulation."""
+
+    real: dict[str, list[RunMeasure]]
+    simulated: dict[str, list[RunMeasure]]
+    timelines: dict[str, dict[str, object]]
+    """Residency timelines of one session (the one with most topic shifts), per policy."""
+    hf_draft: str
+    summaries: dict[str, PolicySummary] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.summaries = {name: summarize(runs) for name, runs in self.real.items()}
+
+    def best_adaptive(self) -> str | None:
+        """The adaptive baseline with the highest real tokens/s."""
+        names = [n for n in ADAPTIVE_BASELINES if n in self.summaries]
+        return max(names, key=lambda n: self.summaries[n].tokens_per_s) if names else None
+
+
+def _rotated(names: Sequence[str], i: int) -> list[str]:
+    i %= max(1, len(names))
+    return [*names[i:], *names[:i]]
+
+
+def run_headline(bench: Bench) -> Headline:
+    """Experiment 1: real runs of every configuration on every session, then their simulation."""
+    cfg, tb = bench.cfg, bench.testbed
+    sessions, traces = bench.workload.sessions, bench.traces
+    hf_draft = best_single_draft(traces, tb.catalogue.names, bench.calibration.cost, cfg.k)
+    configs = [*bench.policies, TARGET_ONLY, HF_ASSISTED]
+    real: dict[str, list[RunMeasure]] = {c: [] for c in configs}
+    timeline_session = max(range(len(sessions)), key=lambda i: (len(sessions[i].topic_shifts), -i))
+    timelines: dict[str, dict[str, object]] = {}
+    config = bench.runtime_config()
+    warm_up_hf(tb, traces[0], hf_draft, cfg.k)  # transformers' first generate() call initialises lazily
+    with bench.progress.phase("1 headline (real runs)", len(configs) * len(sessions)) as step:
+        for i, (session, trace) in enumerate(zip(sessions, traces, strict=True)):
+            for name in _rotated(configs, i):
+                if name == TARGET_ONLY:
+                    real[name].append(run_target_only(tb.engine, session, trace))
+                elif name == HF_ASSISTED:
+                    real[name].append(run_hf_assisted(tb, trace, hf_draft, cfg.k, bench.calibration.cost))
+                else:
+                    measure, reports = run_policy(tb, session, trace, bench.factory, name, bench.budget, config)
+                    real[name].append(measure)
+                    if i == timeline_session:
+                        timelines[name] = session_timeline(name, session, reports)
+                step(f"{name} {session.name}")
+    simulated: dict[str, list[RunMeasure]] = {}
+    with bench.progress.phase("1 headline (simulated)", len(bench.policies)) as step:
+        for name in bench.policies:
+            simulated[name] = [simulate(tb.catalogue, bench.budget, bench.factory, name, tr, bench.calibration.cost,
+                                        config) for tr in traces]
+            step(name)
+        simulated[TARGET_ONLY] = [model_target_only(tr, bench.calibration.cost) for tr in traces]
+    return Headline(real=real, simulated=simulated, timelines=timelines, hf_draft=hf_draft)
+
+
+def ablation(bench: Bench, headline: Headline) -> dict[str, object]:
+    """Experiment 2: the ablation policies from the headline's real runs, overall and per shift rate."""
+    names = [n for n in ABLATION if n in headline.real]
+    rates = sorted({s.shift_every for s in bench.workload.sessions})
+    by_rate: dict[str, dict[str, float]] = {}
+    for rate in rates:
+        idx = [i for i, s in enumerate(bench.workload.sessions) if s.shift_every == rate]
+        by_rate[str(rate)] = {n: summarize([headline.real[n][i] for i in idx]).tokens_per_s
+                              for n in [*names, TARGET_ONLY] if n in headline.real}
+    return {"policies": {n: headline.summaries[n].as_dict() for n in names},
+            "tokens_per_s_by_shift_rate": by_rate,
+            "simulated_tokens_per_s": {n: summarize(headline.simulated[n]).tokens_per_s
+                                       for n in names if n in headline.simulated}}
+
+
+Setting = tuple[Budget, CostModel, RuntimeConfig, list[SessionTraces]]
+"""What a sweep point changes: budget, time model (load times), runtime config, traces."""
+V = TypeVar("V")
+
+
+def _sweep(bench: Bench, title: str, values: Sequence[V], setting: Callable[[V], Setting],
+           x: Sequence[object] | None = None) -> dict[str, Any]:
+    """Simulate every policy at every value; one line per policy (plus modelled target-only)."""
+    lines: dict[str, dict[str, list[float | None]]] = {
+        n: {"tokens_per_s": [], "acceptance_rate": [], "stall_s": [], "loads": []} for n in bench.policies}
+    target_only: list[float] = []
+    tokens: list[float] = []
+    with bench.progress.phase(title, len(values) * len(bench.policies)) as step:
+        for v in values:
+            budget, cost, config, traces = setting(v)
+            for name in bench.policies:
+                s = summarize([simulate(bench.testbed.catalogue, budget, bench.factory, name, tr, cost, config)
+                               for tr in traces])
+                line = lines[name]
+                line["tokens_per_s"].append(s.tokens_per_s)
+                line["acceptance_rate"].append(s.acceptance_rate)
+                line["stall_s"].append(s.stall_s)
+                line["loads"].append(s.loads)
+                step(f"{v} {name}")
+            target_only.append(summarize([model_target_only(tr, cost) for tr in traces]).tokens_per_s)
+            tokens.append(statistics.fmean(tr.generated_tokens for tr in traces))
+    return {"values": list(x if x is not None else values), "policies": lines, TARGET_ONLY: target_only,
+            "tokens_per_session": tokens}
+
+
+def sweep_check_interval(bench: Bench) -> dict[str, object]:
+    """Experiment 3."""
+    cost = bench.calibration.cost
+    return _sweep(bench, "3 check interval (simulated)", bench.cfg.check_intervals,
+                  lambda v: (bench.budget, cost, bench.runtime_config(v), bench.traces))
+
+
+def sweep_length(bench: Bench) -> dict[str, Any]:
+    """Experiment 4: the first n turns of every session."""
+    cost = bench.calibration.cost
+    lengths = [n for n in bench.cfg.lengths if n <= bench.cfg.turns]
+
+    def setting(n: int) -> Setting:
+        return bench.budget, cost, bench.runtime_config(), [tr.prefix(n) for tr in bench.traces]
+
+    out = _sweep(bench, "4 generation length (simulated)", lengths, setting)
+    out["turns"] = lengths
+    out["labels"] = [f"{n} ({tok:.0f} tok)" for n, tok in zip(lengths, out["tokens_per_session"], strict=True)]
+    out["topic_shifts_per_session"] = [statistics.fmean(len(s.prefix(n).topic_shifts) for s in bench.workload.sessions)
+                                       for n in lengths]
+    return out
+
+
+def sweep_budget(bench: Bench) -> dict[str, object]:
+    """Experiment 5: 1, 2, 3, 4 drafts and all resident."""
+    cost = bench.calibration.cost
+
+    def setting(v: int | None) -> Setting:
+        return Budget.unlimited() if v is None else Budget.drafts(v), cost, bench.runtime_config(), bench.traces
+
+    return _sweep(bench, "5 memory budget (simulated)", bench.cfg.budgets, setting,
+                  x=["all" if v is None else v for v in bench.cfg.budgets])
+
+
+def sweep_ratio(bench: Bench) -> dict[str, object]:
+    """Experiment 6: load time / round time from fast to very slow storage."""
+    cal = bench.calibration
+
+    def setting(v: float) -> Setting:
+        return bench.budget, cal.cost.with_loads(cal.loads_for_ratio(v)), bench.runtime_config(), bench.traces
+
+    return _sweep(bench, "6 load/round ratio (simulated)", bench.cfg.ratios, setting)
+
+
+def run_sweeps(bench: Bench) -> dict[str, Any]:
+    """Experiments 3-6, keyed as in the results document."""
+    return {"check_interval": sweep_check_interval(bench), "generation_length": sweep_length(bench),
+            "budget": sweep_budget(bench), "load_round_ratio": sweep_ratio(bench)}
+
+
+def simulator_validation(headline: Headline) -> dict[str, dict[str, float | None]]:
+    """Real vs simulated tokens/s of every configuration the simulator covers."""
+    out: dict[str, dict[str, float | None]] = {}
+    for name, sim in headline.simulated.items():
+        if name not in headline.real:
+            continue
+        real_tps = headline.summaries[name].tokens_per_s
+        sim_tps = summarize(sim).tokens_per_s
+        out[name] = {"real_tokens_per_s": real_tps, "sim_tokens_per_s": sim_tps,
+                     "error": sim_tps / real_tps - 1.0 if real_tps else None,
+                     "real_stall_s": headline.summaries[name].stall_s, "sim_stall_s": summarize(sim).stall_s}
+    return out

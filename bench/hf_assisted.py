@@ -1,0 +1,137 @@
+"""The external peer: transformers' assisted generation with the best single draft.
+
+``model.generate(assistant_model=draft)`` is what a user of transformers gets out of the box.
+It takes one assistant for the whole conversation, so it is given the draft that is best for
+the workload *in hindsight* (highest simulated tokens/s over the sessions' exact traces, all
+drafts resident) - a choice no online system could make, which favours the peer. Settings
+match ours: greedy, ``num_assistant_tokens = k`` with a constant schedule, same ``max_new_tokens``
+and end-of-sequence tokens, same thread count. ``generate`` keeps no cache between calls, so each
+turn re-encodes the dialogue so far (measured: passing the previous turn's cache back in
+together with an assistant gave wrong tokens in transformers 5.x, so it is not used).
+
+The assistant's settings come from ``bench/engine_bench.py``'s ``assistant_config`` (the engine
+benchmark's HF comparison uses the same); the timed ``generate`` call is kept here because it is
+the thing this peer measures.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers import GenerationConfig
+
+from memspec_ros.runtime import CostModel
+
+from .engine_bench import assistant_config
+from .measures import RunMeasure
+from .testbed import Testbed
+from .trace_cache import SessionTraces
+
+
+@dataclass
+class SingleDraftRounds:
+    """Exact rounds of decoding a session with one draft (from its trace), and their modelled time."""
+
+    tokens: int = 0
+    rounds: int = 0
+    proposed: int = 0
+    accepted: int = 0
+    seconds: float = 0.0
+
+
+def single_draft_rounds(trace: SessionTraces, draft: str, cost: CostModel, k: int) -> SingleDraftRounds:
+    """Round by round, the engine's rules: what ``draft`` alone gets accepted on ``trace``."""
+    out = SingleDraftRounds()
+    for turn in trace.turns:
+        pos = 0
+        while pos < len(turn.output_ids):
+            p, a, e = turn.round_at(draft, pos, k)
+            out.seconds += cost.propose_s(draft, p, 1) + cost.verify(p)
+            out.rounds += 1
+            out.proposed += p
+            out.accepted += a
+            pos += e
+        out.tokens += len(turn.output_ids)
+    return out
+
+
+def best_single_draft(traces: Sequence[SessionTraces], drafts: Sequence[str], cost: CostModel, k: int) -> str:
+    """The draft with the highest modelled tokens/s over all sessions (hindsight choice)."""
+    def rate(d: str) -> float:
+        runs = [single_draft_rounds(tr, d, cost, k) for tr in traces]
+        seconds = sum(r.seconds for r in runs)
+        return sum(r.tokens for r in runs) / seconds if seconds else 0.0
+    return max(drafts, key=rate)
+
+
+def assisted_generate(testbed: Testbed, ids: list[int], max_new_tokens: int, assistant: torch.nn.Module
+                      ) -> tuple[list[int], float]:
+    """One greedy ``generate(assistant_model=...)`` call: new tokens and wall seconds."""
+    eos = sorted(testbed.engine.eos_token_ids)
+    config = GenerationConfig(do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos, pad_token_id=eos[0])
+    input_ids = torch.tensor([ids])
+    start = time.perf_counter()
+    with torch.inference_mode():
+        out = testbed.engine.target.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                                             generation_config=config, assistant_model=assistant)
+    return out[0, len(ids):].tolist(), time.perf_counter() - start
+
+
+def run_hf_assisted(testbed: Testbed, trace: SessionTraces, draft: str, k: int, cost: CostModel) -> RunMeasure:
+    """Assisted generation over a session's turns; each conversation's context comes from the trace.
+
+    ``generate`` does not report its rounds, so rounds and acceptance are the exact ones of
+    k-token rounds of that draft on the trace (the same greedy rules); the time is measured.
+    """
+    assistant = testbed.proposers[draft].model
+    saved = assistant.generation_config
+    assistant.generation_config = assistant_config(saved, k)
+    wall = 0.0
+    identical = True
+    tokens = 0
+    try:
+        for conv in trace.conversations:
+            context: list[int] = []
+            for turn in conv.turns:
+                context += turn.prompt_ids
+                out, seconds = assisted_generate(testbed, context, turn.max_new_tokens, assistant)
+                wall += seconds
+                tokens += len(out)
+                identical &= out == turn.output_ids
+                context += turn.output_ids
+    finally:
+        assistant.generation_config = saved
+    rounds = single_draft_rounds(trace, draft, cost, k)
+    return RunMeasure(session=trace.name, tokens=tokens, wall_s=wall, rounds=rounds.rounds, proposed=rounds.proposed,
+                      accepted=rounds.accepted, peak_memory_bytes=testbed.catalogue.get(draft).size_bytes,
+                      outputs_identical=identical)
+
+
+def warm_up_hf(testbed: Testbed, trace: SessionTraces, draft: str, k: int) -> None:
+    """One short untimed assisted call, so that lazy initialisation is not charged to the first session."""
+    assistant = testbed.proposers[draft].model
+    saved = assistant.generation_config
+    assistant.generation_config = assistant_config(saved, k)
+    try:
+        assisted_generate(testbed, trace.turns[0].prompt_ids, 8, assistant)
+    finally:
+        assistant.generation_config = saved
+
+
+def reencoding(trace: SessionTraces, cost: CostModel) -> tuple[int, float]:
+    """Dialogue-history tokens ``generate`` encodes again over a session, and their modelled seconds.
+
+    Our engine keeps the target's cache across turns and prefills only each new prompt;
+    ``generate`` prefills the whole dialogue every turn. The difference is this history.
+    """
+    tokens, seconds = 0, 0.0
+    for conv in trace.conversations:
+        context = 0
+        for turn in conv.turns:
+            tokens += context
+            seconds += cost.prefill(context + len(turn.prompt_ids)) - cost.prefill(len(turn.prompt_ids))
+            context += len(turn.prompt_ids) + len(turn.output_ids)
+    return tokens, seconds

@@ -1,0 +1,84 @@
+"""Real runs: a policy through the runtime, and plain target-only decoding, on one session.
+
+Each policy run builds a fresh :class:`~memspec_ros.runtime.DraftRuntime` (new pool, new loader
+thread, new policy), loads the same initial working set before timing starts, then serves the
+session's conversations one after the other (a new conversation at each topic shift, see
+:mod:`bench.workloads`); the runtime and its drafts carry over. Timing is the runtime's own
+per-turn wall time, which includes prefill, stalls, scheduling ticks and the predictor. Greedy
+outputs are compared with the session's exact traces: every configuration must produce the
+target's own tokens.
+"""
+
+from __future__ import annotations
+
+import time
+
+from memspec_ros.core.engine import GenerationSession, SpeculativeEngine
+from memspec_ros.runtime import Budget, DraftRuntime, GenerationReport, RuntimeConfig
+
+from .measures import RunMeasure, measure_reports
+from .policy_factory import PolicyFactory
+from .testbed import Testbed
+from .trace_cache import ConversationCursor, SessionTraces
+from .workloads import Session
+
+
+def serve_session(runtime: DraftRuntime, session: Session, cursor: ConversationCursor | None = None
+                  ) -> list[GenerationReport]:
+    """Every conversation of ``session`` through ``runtime``; one report per turn."""
+    reports: list[GenerationReport] = []
+    for i, turns in enumerate(session.conversations):
+        if cursor is not None:
+            cursor.index = i
+        conv = runtime.new_conversation()
+        reports += [runtime.generate(t.prompt, t.max_new_tokens, conversation=conv) for t in turns]
+    return reports
+
+
+def run_policy(testbed: Testbed, session: Session, traces: SessionTraces, factory: PolicyFactory, name: str,
+               budget: Budget, config: RuntimeConfig) -> tuple[RunMeasure, list[GenerationReport]]:
+    """Run ``session`` with a fresh policy ``name`` for real; returns its measure and per-turn reports."""
+    cursor = ConversationCursor(traces)
+    runtime = DraftRuntime(testbed.engine, testbed.catalogue, budget, factory(name, cursor), config,
+                           materialize=testbed.materialize)
+    peak = [0]
+
+    def track(event) -> None:  # runs under the pool's lock: just record a number
+        peak[0] = max(peak[0], event.snapshot.used_bytes)
+
+    runtime.add_residency_listener(track)
+    try:
+        runtime.warm_up()
+        reports = serve_session(runtime, session, cursor)
+        stats = runtime.statistics()
+    finally:
+        runtime.close()
+    identical = [r.output_ids for r in reports] == [t.output_ids for t in traces.turns]
+    measure = measure_reports(session.name, reports, loads=sum(r.loads for r in reports), peak_memory_bytes=peak[0],
+                              outputs_identical=identical, load_round_ratio=stats.load_round_ratio,
+                              predictor_fraction=stats.predictor_fraction)
+    return measure, reports
+
+
+def run_target_only(engine: SpeculativeEngine, session: Session, traces: SessionTraces) -> RunMeasure:
+    """Plain autoregressive decoding with the target (one forward per token, cache kept within a conversation)."""
+    wall = verify = 0.0
+    rounds = 0
+    outputs: list[list[int]] = []
+    for turns in session.conversations:
+        conv: GenerationSession | None = None
+        for turn in turns:
+            t0 = time.perf_counter()
+            if conv is None:
+                conv = engine.start(turn.prompt, turn.max_new_tokens)
+            else:
+                conv.continue_with(turn.prompt, turn.max_new_tokens)
+            while not conv.done:
+                conv.step(None)
+                rounds += 1
+            wall += time.perf_counter() - t0
+            verify += sum(st.verify_seconds for st in conv.stats)
+            outputs.append(list(conv.output_ids))
+    tokens = sum(len(o) for o in outputs)
+    return RunMeasure(session=session.name, tokens=tokens, wall_s=wall, rounds=rounds, verify_s=verify,
+                      outputs_identical=outputs == [t.output_ids for t in traces.turns])

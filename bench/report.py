@@ -1,0 +1,207 @@
+"""The generated markdown report: configuration, the targets' verdicts, every experiment.
+
+Written from the results document alone (like the plots), so it always matches the JSON next
+to it. Every number in it is measured in the run that wrote it; the verdicts and their
+explanations come from :mod:`bench.targets`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .plots import SWEEP_PLOTS, ordered_names
+
+Results = Mapping[str, Any]
+
+
+def _f(x: object, fmt: str = ".1f", none: str = "-") -> str:
+    return none if x is None else format(x, fmt)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def _config_section(r: Results) -> list[str]:
+    c = r["config"]
+    m = c["models"]
+    drafts = ", ".join(f"{n} ({d['domain']}, {d['bytes'] / 1e6:.2f} MB)" for n, d in m["drafts"].items())
+    w = c["workload"]
+    env = c.get("environment", {})
+    rows = [
+        ("target", f"{m['target']['path']} ({m['target']['bytes'] / 1e6:.1f} MB on disk)"),
+        ("drafts", drafts),
+        ("speculation length k", str(c["k"])),
+        ("memory budget", f"{c['budget_drafts']} drafts = {c['budget_bytes'] / 1e6:.2f} MB (the two largest drafts, "
+                          "safetensors bytes)"),
+        ("check interval", f"{c['check_interval']} rounds"),
+        ("emulated storage bandwidth", f"{c['emulated_bandwidth_bytes_per_s'] / 1e6:.2f} MB/s"),
+        ("load/round ratio", f"requested {c['requested_load_round_ratio']}, measured "
+                             f"{c['measured_load_round_ratio']:.2f} (mean real load {c['mean_load_s'] * 1e3:.1f} ms "
+                             f"/ mean real round {c['round_s'] * 1e3:.1f} ms); per-run runtime statistics: "
+                             f"{_f(c.get('runs_load_round_ratio'), '.2f')}"),
+        ("decoding threads", f"{c['threads']} torch thread(s); loader on its own thread"),
+        ("workload", f"{len(w['sessions'])} sessions x {c['bench']['turns']} turns x {c['bench']['max_new_tokens']} "
+                     f"new tokens max, topic shift every {'/'.join(map(str, c['bench']['shift_rates']))} turns, "
+                     f"seed {c['bench']['seed']}"),
+        ("hf-assisted", f"transformers generate(assistant_model={c['hf_assisted']['draft']}), "
+                        f"num_assistant_tokens={c['k']} (constant), greedy"),
+        ("machine", f"{env.get('cpu', '?')}, {env.get('cores', '?')} cores, torch {env.get('torch')}, "
+                    f"transformers {env.get('transformers')}, python {env.get('python')}"),
+        ("run", f"{c['mode']} preset, {c['created']}, {_f(r.get('runtime_s', {}).get('total'), '.0f')} s"),
+    ]
+    return ["## Configuration", "", *_table(("", ""), rows), "",
+            "## Reproduce", "", "```sh", f"make {'bench-quick' if c['mode'] == 'quick' else 'bench'}   "
+            f"# or: {c['commands']['python']}", "```", ""]
+
+
+def _targets_section(r: Results) -> list[str]:
+    rows, why = [], []
+    for t in r["targets"]:
+        verdict = "n/a" if t["holds"] is None else ("**holds**" if t["holds"] else "**missed**")
+        op = ">" if t["reference"] == "hf-assisted" else ">="
+        miss = "" if not t["shortfall"] else f"short by {t['shortfall']:.2f}x ({t['shortfall'] / t['required']:.0%})"
+        rows.append((f"memspec vs {t['target']} ({t['reference']})", f"{op} {t['required']:.2f}x",
+                     _f(t["ratio"], ".2f") + "x", verdict, miss))
+        why.append(f"- **vs {t['target']}** ({_f(t['ratio'], '.2f')}x): {t['why']}")
+    return ["## Targets (experiment 1, real runs)", "",
+            *_table(("target", "required", "measured", "verdict", "shortfall"), rows), "", *why, ""]
+
+
+def _headline_section(r: Results) -> list[str]:
+    pol = r["policies"]
+    base = pol.get("target-only", {}).get("tokens_per_s")
+    ms = pol.get("memspec", {}).get("tokens_per_s")
+    rows = []
+    for n in ordered_names(list(pol)):
+        p = pol[n]
+        rows.append((n, f"{p['tokens_per_s']:.1f}", f"±{p.get('tokens_per_s_std', 0):.1f}",
+                     f"{p['tokens_per_s'] / base:.2f}x" if base else "-",
+                     f"{ms / p['tokens_per_s']:.2f}x" if ms and p["tokens_per_s"] else "-",
+                     _f(p["acceptance_rate"], ".2f"), _f(p["mean_accepted_length"], ".2f"), f"{p['stall_s']:.2f}",
+                     str(p["switches"]), str(p["loads"]), f"{p['peak_memory_bytes'] / 1e6:.2f}",
+                     _f(p.get("load_round_ratio"), ".2f"),
+                     {True: "yes", False: "NO", None: "-"}[p.get("outputs_identical")]))
+    return ["## Experiment 1: headline (real runs, every configuration side by side)", "",
+            *_table(("configuration", "tok/s", "sd over sessions", "vs target-only", "memspec is", "acceptance",
+                     "tokens/round", "stall s", "switches", "loads", "peak draft MB", "load/round",
+                     "output = target's"), rows), "",
+            "tok/s: all tokens / all seconds over the sessions (prefill, stalls, scheduling and predictor time "
+            "included); sd: standard deviation of the per-session rates; acceptance and tokens/round of "
+            "hf-assisted are those of its draft's k-token rounds on the exact trace; peak draft MB: most draft "
+            "bytes loading or resident at once (safetensors sizes); load/round: the runtime's own measurement "
+            "in that configuration's runs (mean load over mean round).", "",
+            "![tokens/s](headline.png)", "", "![per-policy figures](metrics.png)", "",
+            "![residency timeline](timeline.png)", ""]
+
+
+def _ablation_section(r: Results) -> list[str]:
+    ab = r["experiments"].get("ablation") or {}
+    by_rate = ab.get("tokens_per_s_by_shift_rate") or {}
+    if not by_rate:
+        return []
+    names = list(next(iter(by_rate.values())))
+    rows = [(n, *(f"{by_rate[g].get(n, 0):.1f}" for g in by_rate), f"{r['policies'][n]['tokens_per_s']:.1f}",
+             _f(r["policies"][n]["acceptance_rate"], ".2f"), f"{r['policies'][n]['stall_s']:.2f}",
+             str(r["policies"][n]["loads"])) for n in names]
+    return ["## Experiment 2: ablation (the same real runs)", "",
+            *_table(("policy", *(f"shift every {g} (tok/s)" for g in by_rate), "all (tok/s)", "acceptance",
+                     "stall s", "loads"), rows), "", "![ablation](ablation.png)", ""]
+
+
+def _sweeps_section(r: Results) -> list[str]:
+    out = ["## Experiments 3-6: sweeps (simulator, same policy code, exact traces)", ""]
+    for key, title, xlabel, png, _ in SWEEP_PLOTS:
+        sw = r["experiments"].get(key)
+        if not sw:
+            continue
+        labels = sw.get("labels") or [str(v) for v in sw["values"]]
+        rows = [(n, *(_f(v) for v in sw["policies"][n]["tokens_per_s"])) for n in ordered_names(list(sw["policies"]))]
+        if sw.get("target-only"):
+            rows.append(("target-only (modelled)", *(_f(v) for v in sw["target-only"])))
+        ms, best = sw["policies"].get("memspec"), None
+        notes = []
+        if ms:
+            adaptive = [n for n in ("reactive", "ucb", "exp3", "hedge") if n in sw["policies"]]
+            ratios = []
+            for i in range(len(labels)):
+                best = max(adaptive, key=lambda n, i=i: sw["policies"][n]["tokens_per_s"][i]) if adaptive else None
+                if best and sw["policies"][best]["tokens_per_s"][i]:
+                    ratios.append(f"{labels[i]}: {ms['tokens_per_s'][i] / sw['policies'][best]['tokens_per_s'][i]:.2f}x"
+                                  f" ({best})")
+            if ratios:
+                notes = ["memspec / best adaptive baseline: " + ", ".join(ratios), ""]
+        out += [f"### {title}", "", f"tokens/s by {xlabel}:", "", *_table(("policy", *labels), rows), "", *notes,
+                f"![{key}]({png})", ""]
+    return out
+
+
+def _simulator_section(r: Results) -> list[str]:
+    sv = r.get("simulator_validation") or {}
+    if not sv:
+        return []
+    rows = [(n, f"{v['real_tokens_per_s']:.1f}", f"{v['sim_tokens_per_s']:.1f}", f"{v['error']:+.1%}",
+             f"{v.get('real_stall_s', 0):.2f}", f"{v.get('sim_stall_s', 0):.2f}") for n, v in sv.items()]
+    errs = [abs(v["error"]) for v in sv.values() if v["error"] is not None]
+    worst = max(sv, key=lambda n: abs(sv[n]["error"] or 0))
+    signed = [v["error"] for v in sv.values() if v["error"] is not None]
+    mean = sum(signed) / len(signed)
+    sd = (sum((e - mean) ** 2 for e in signed) / len(signed)) ** 0.5
+    note = (f" Signed errors average {mean:+.1%} with a spread of {sd:.1%} across configurations"
+            + (": mostly one common offset between the time model and this run, which cancels in the ratios "
+               "between policies." if sd < abs(mean) / 2 else "."))
+    ref = next((t["reference"] for t in r.get("targets", []) if t["target"] == "best adaptive baseline"), None)
+    if ref in sv and "memspec" in sv:
+        real_ratio = sv["memspec"]["real_tokens_per_s"] / sv[ref]["real_tokens_per_s"]
+        sim_ratio = sv["memspec"]["sim_tokens_per_s"] / sv[ref]["sim_tokens_per_s"]
+        note += f" The headline ratio memspec / {ref} is {real_ratio:.2f}x real and {sim_ratio:.2f}x simulated."
+    pol = r["policies"]
+    background = [n for n in sv if n in pol and pol[n]["loads"] and not pol[n]["stall_s"]]
+    bg = [sv[n]["error"] for n in background if sv[n]["error"] is not None]
+    rest = [sv[n]["error"] for n in sv if n not in background and sv[n]["error"] is not None]
+    if bg and rest and sum(bg) / len(bg) - sum(rest) / len(rest) > 0.03:
+        note += (f" Policies that load drafts in the background while decoding ({', '.join(background)}) are "
+                 f"simulated {sum(bg) / len(bg):+.1%} off on average, the others {sum(rest) / len(rest):+.1%}: the "
+                 "cost model charges a load as elapsed storage time only, not the CPU its reading and "
+                 "materialisation take from the decoding thread.")
+    return ["## Simulator vs real (experiment 1 configuration)", "",
+            *_table(("configuration", "real tok/s", "simulated tok/s", "error", "real stall s", "sim stall s"), rows),
+            "", f"Mean absolute error {sum(errs) / len(errs):.1%}; worst {worst} ({sv[worst]['error']:+.1%}).{note} "
+            "The sweeps' absolute numbers carry these errors; their comparisons between policies share one time "
+            "model.", "", "![simulator vs real](simulator.png)", ""]
+
+
+def _workload_section(r: Results) -> list[str]:
+    c = r["config"]
+    w, split = c["workload"], c["split"]
+    rows = [(s["name"], str(s["shift_every"]), str(s["topic_shifts"]), " > ".join(s["domains"])) for s in w["sessions"]]
+    return ["## Workload and the predictor split", "",
+            f"Evaluation prompts: `models/heldout/prompts.jsonl`, cut from held-out documents (the zoo's 95/5 split "
+            f"by document). The predictor was trained on prompts cut from training documents; "
+            f"{split['excluded_prompts']} held-out prompt(s) whose exact text is also among the predictor's "
+            f"{split['training_prompts']} training prompts were dropped (training prompts recovered from: "
+            f"{split['source']}). The calibration session ({' > '.join(w['calibration']['domains'])}) uses prompts no "
+            "evaluation session uses.", "",
+            *_table(("session", "shift every", "topic shifts", "domains by turn"), rows), ""]
+
+
+def render_report(results: Results) -> str:
+    """The whole report as markdown."""
+    c = results["config"]
+    lines = [f"# MemSpec benchmark report ({c['mode']} run, {c['created']})", "",
+             "Generated by `python -m bench`; every number below was measured in this run, side by side on the "
+             "same models, workload and machine. Results: `results.json`.", ""]
+    for section in (_config_section, _targets_section, _headline_section, _ablation_section, _sweeps_section,
+                    _simulator_section, _workload_section):
+        lines += section(results)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_report(results: Results, out_dir: Path) -> Path:
+    """Write ``report.md`` next to the results."""
+    path = out_dir / "report.md"
+    path.write_text(render_report(results))
+    return path

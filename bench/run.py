@@ -1,0 +1,129 @@
+"""``python -m bench [--quick]``: run every experiment, write results.json, the plots and report.md.
+
+    python -m bench --quick          # ~1.5 minutes on 2 idle cores (make bench-quick)
+    python -m bench                  # the full run, ~7 minutes on 2 idle cores (make bench)
+
+Order of work: load the zoo; build the workload from the evaluation split; record (or reuse)
+the sessions' exact traces; calibrate the emulated storage and the simulator's cost model on
+a separate calibration session; experiment 1 (real runs of every configuration, interleaved)
+and its simulation; experiment 2 from the same runs; the four simulated sweeps; then the
+results document, figures and report. Progress goes to stderr; the last line on stdout is the
+path of the results JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .config import REPO, BenchConfig
+from .progress import Progress
+
+
+def parse_args(argv: list[str] | None = None) -> BenchConfig:
+    """Command line -> configuration (the quick or full preset, with overrides)."""
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="the short preset (make bench-quick)")
+    ap.add_argument("--out", type=Path, help="results folder (default results/bench-<mode>-<timestamp>)")
+    ap.add_argument("--sessions", type=int)
+    ap.add_argument("--turns", type=int)
+    ap.add_argument("--max-new-tokens", type=int)
+    ap.add_argument("--budget", type=int, dest="budget_drafts", help="drafts that fit in memory (headline)")
+    ap.add_argument("--ratio", type=float, dest="load_round_ratio", help="load time / round time (headline)")
+    ap.add_argument("--k", type=int)
+    ap.add_argument("--check-interval", type=int)
+    ap.add_argument("--threads", type=int)
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--policies", help="comma-separated subset of the runtime's policies (default: all)")
+    ap.add_argument("--carry-context", action="store_true", default=None,
+                    help="one conversation per session instead of one per topic segment")
+    args = vars(ap.parse_args(argv))
+    quick = args.pop("quick")
+    policies = args.pop("policies")
+    overrides: dict[str, Any] = {k: v for k, v in args.items() if v is not None}
+    if policies:
+        overrides["policies"] = tuple(p.strip() for p in policies.split(",") if p.strip())
+    return BenchConfig.quick(**overrides) if quick else BenchConfig(**overrides)
+
+
+def run(cfg: BenchConfig, progress: Progress) -> Path:
+    """Run everything; returns the path of ``results.json``."""
+    from memspec_ros.runtime import POLICY_NAMES, Budget
+    from memspec_ros.runtime.workload import load_prompts
+
+    from .calibration import calibrate
+    from .experiments import Bench, ablation, run_headline, run_sweeps
+    from .plots import draw_all
+    from .policy_factory import PolicyFactory
+    from .report import write_report
+    from .results import assemble_results, shape_problems, write_results
+    from .split import load_training_prompts
+    from .testbed import load_testbed
+    from .trace_cache import session_traces
+    from .workloads import build_workload
+
+    created = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    out_dir = cfg.out or REPO / "results" / f"bench-{cfg.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
+    policies = list(cfg.policies or POLICY_NAMES)
+    unknown = [p for p in policies if p not in POLICY_NAMES]
+    if unknown:
+        raise SystemExit(f"unknown policies {unknown}; choose from {', '.join(POLICY_NAMES)}")
+    progress.log(f"{cfg.mode} run -> {out_dir}; {cfg.command}")
+
+    testbed = load_testbed(cfg.zoo, cfg.threads)
+    training = load_training_prompts(testbed.predictor_path)
+    workload = build_workload(load_prompts(cfg.prompts), exclude=training, sessions=cfg.sessions, turns=cfg.turns,
+                              max_new_tokens=cfg.max_new_tokens, shift_rates=cfg.shift_rates,
+                              calibration_turns=cfg.calibration_turns, seed=cfg.seed, carry_context=cfg.carry_context)
+    progress.log(f"workload: {len(workload.sessions)} sessions, {workload.excluded_prompts} prompt(s) excluded "
+                 f"as predictor-training text ({training.source})")
+    with progress.phase("traces (exact greedy runs)", len(workload.sessions)) as step:
+        traces = session_traces(testbed, workload.sessions, cfg.cache, cfg.k,
+                                on_done=lambda s, cached: step(f"{s.name}{' (cached)' if cached else ''}"))
+    factory = PolicyFactory(testbed.predictor_path, testbed.catalogue.names, seed=cfg.seed)
+    with progress.phase("calibration (cost model, bandwidth, overheads)", 1) as step:
+        calibration = calibrate(testbed, workload.calibration, traces[0], ratio=cfg.load_round_ratio,
+                                budget=Budget.drafts(cfg.budget_drafts), k=cfg.k, check_interval=cfg.check_interval,
+                                repeats=cfg.cost_repeats, factory=factory)
+        step("done")
+    progress.log(f"round {calibration.round_s * 1e3:.1f} ms; emulated storage "
+                 f"{calibration.storage.bandwidth_bytes_per_s / 1e6:.2f} MB/s -> mean load "
+                 f"{calibration.mean_load_s * 1e3:.1f} ms, load/round {calibration.modelled_ratio:.2f}")
+    bench = Bench(cfg=cfg, testbed=testbed, workload=workload, traces=traces, calibration=calibration,
+                  factory=factory, policies=policies, progress=progress)
+
+    headline = run_headline(bench)
+    experiments = {"ablation": ablation(bench, headline), **run_sweeps(bench)}
+    results = assemble_results(bench, headline, experiments, training, created)
+    targets = results["targets"]
+    problems = shape_problems(results, require_all_configs=not cfg.policies)
+    if problems:
+        progress.log("results shape problems: " + "; ".join(problems))
+    path = write_results(results, out_dir)
+    draw_all(results, out_dir)
+    write_report(results, out_dir)
+    for t in targets:
+        progress.log(f"target vs {t['target']}: {t['ratio'] or 0:.2f}x (required {t['required']:.2f}x) "
+                     f"{'holds' if t['holds'] else 'MISSED'}")
+    progress.log(f"report: {out_dir / 'report.md'}")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m bench``."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    cfg = parse_args(argv)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    path = run(cfg, Progress())
+    sys.stdout.flush()
+    print(path)
+    return 0

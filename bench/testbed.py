@@ -1,0 +1,65 @@
+"""The models under test, loaded once and shared by every experiment of a run.
+
+One target, one tokenizer and one materialised copy of every draft: traces, the cost model and
+the transformers peer use these copies; the policy runs load their own drafts through the
+runtime's loader (that is the thing being measured), with the same materialiser code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from memspec_ros.core.engine import SpeculativeEngine
+from memspec_ros.core.model_loading import configure_threads, load_causal_lm, load_tokenizer
+from memspec_ros.core.proposer import DraftProposer
+from memspec_ros.runtime import Catalogue, load_zoo_manifest, make_materializer, zoo_fingerprint
+from memspec_ros.runtime.loader import Materializer
+from memspec_ros.runtime.traces import Turn
+
+
+@dataclass
+class Testbed:
+    """Target engine, draft catalogue and reference copies of the drafts."""
+
+    zoo: Path
+    target_path: Path
+    engine: SpeculativeEngine
+    catalogue: Catalogue
+    proposers: dict[str, DraftProposer]
+    materialize: Materializer
+    predictor_path: Path
+    fingerprint: str
+    """Hash of the target's and drafts' weights: cached traces are only valid for it."""
+    threads: int
+
+    @property
+    def drafts(self) -> dict[str, torch.nn.Module]:
+        """Draft models by name (for teacher-forced traces and assisted generation)."""
+        return {n: p.model for n, p in self.proposers.items()}
+
+    def domain_proposer(self, turn: Turn) -> DraftProposer | None:
+        """The turn's own domain draft (speeds up recording a trace; the output is the target's)."""
+        spec = self.catalogue.by_domain(turn.domain) if turn.domain else None
+        return self.proposers[spec.name] if spec else None
+
+    def target_nbytes(self) -> int:
+        """Bytes of the target's weight files on disk."""
+        return sum(p.stat().st_size for p in self.target_path.glob("*.safetensors"))
+
+
+def load_testbed(zoo: Path, threads: int) -> Testbed:
+    """Load the zoo's target and drafts, with ``threads`` torch threads for decoding."""
+    configure_threads(threads)
+    manifest = load_zoo_manifest(zoo)
+    catalogue = Catalogue.from_zoo(zoo)
+    tokenizer = load_tokenizer(manifest.target)
+    engine = SpeculativeEngine(load_causal_lm(manifest.target), tokenizer)
+    materialize = make_materializer(catalogue)
+    proposers = {s.name: materialize(s, [p.read_bytes() for p in s.weight_files]) for s in catalogue}
+    fingerprint = zoo_fingerprint([manifest.target, *(s.path for s in catalogue)])
+    return Testbed(zoo=zoo, target_path=manifest.target, engine=engine, catalogue=catalogue, proposers=proposers,
+                   materialize=materialize, predictor_path=zoo / "predictor.safetensors", fingerprint=fingerprint,
+                   threads=threads)

@@ -1,0 +1,118 @@
+"""Exact greedy traces of the workload's sessions, recorded once and kept between runs.
+
+A trace (``memspec_ros.runtime.traces``) is what the oracle policy and the simulator need: the
+target's greedy tokens of a conversation and, for every draft, which of them it would have
+proposed. A session is one or more conversations (:attr:`Session.conversations`), so its traces
+are a :class:`SessionTraces`, one ``SessionTrace`` per conversation. Recording costs one greedy
+run plus one teacher-forced pass per draft, so traces are cached on disk, keyed by the zoo's
+weights and the conversation's exact prompts and token limits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from memspec_ros.runtime.traces import SessionTrace, Turn, TurnTrace, record_session
+
+from .testbed import Testbed
+from .workloads import Session
+
+
+@dataclass
+class SessionTraces:
+    """A session's exact traces, one per conversation, in order."""
+
+    name: str
+    conversations: list[SessionTrace]
+
+    @property
+    def turns(self) -> list[TurnTrace]:
+        """Every turn of the session, in order."""
+        return [t for c in self.conversations for t in c.turns]
+
+    @property
+    def generated_tokens(self) -> int:
+        """Tokens the target generated over the session."""
+        return sum(c.generated_tokens for c in self.conversations)
+
+    def context_tokens(self) -> list[int]:
+        """The session's token ids (prompts and outputs), conversation after conversation."""
+        return [t for turn in self.turns for t in (*turn.prompt_ids, *turn.output_ids)]
+
+    def prefix(self, n_turns: int) -> SessionTraces:
+        """The traces of the session's first ``n_turns`` turns (exact: later turns never affect earlier ones)."""
+        out: list[SessionTrace] = []
+        left = n_turns
+        for c in self.conversations:
+            if left <= 0:
+                break
+            out.append(SessionTrace(c.name, c.turns[:left]))
+            left -= len(c.turns)
+        return SessionTraces(f"{self.name}[:{n_turns}]", out)
+
+
+class ConversationCursor:
+    """The oracle's hindsight over a multi-conversation session.
+
+    The runtime numbers turns within a conversation, so whoever runs the session points
+    :attr:`index` at the conversation being decoded before it starts.
+    """
+
+    def __init__(self, traces: SessionTraces) -> None:
+        self.traces = traces
+        self.index = 0
+
+    def accepted(self, draft: str, turn: int, pos: int, k_round: int) -> int:
+        """Tokens ``draft`` gets accepted in a round at ``(turn, pos)`` of the current conversation."""
+        return self.traces.conversations[self.index].accepted(draft, turn, pos, k_round)
+
+
+def trace_key(fingerprint: str, turns: Sequence[Turn]) -> str:
+    """Cache key: the weights and everything about the conversation that changes its tokens."""
+    payload = json.dumps([fingerprint, [[t.prompt, t.max_new_tokens] for t in turns]])
+    return hashlib.sha1(payload.encode()).hexdigest()[:16]
+
+
+def _conversation_trace(testbed: Testbed, turns: Sequence[Turn], name: str, cache_dir: Path, k: int
+                        ) -> tuple[SessionTrace, bool]:
+    path = cache_dir / f"trace-{trace_key(testbed.fingerprint, turns)}.npz"
+    trace = None
+    if path.exists():
+        try:
+            trace = SessionTrace.load(path)
+        except (OSError, ValueError, KeyError):
+            trace = None
+        if trace is not None and (set(trace.drafts) != set(testbed.catalogue.names)
+                                  or [t.prompt for t in trace.turns] != [t.prompt for t in turns]):
+            trace = None
+    if trace is not None:
+        trace.name = name
+        return trace, True
+    trace = record_session(testbed.engine, testbed.drafts, list(turns), name=name, helper=testbed.domain_proposer,
+                           k=k)
+    trace.save(path)
+    return trace, False
+
+
+def session_traces(testbed: Testbed, sessions: Sequence[Session], cache_dir: Path, k: int,
+                   on_done: Callable[[Session, bool], None] | None = None) -> list[SessionTraces]:
+    """Traces of every session, from the cache when valid, else recorded (and cached).
+
+    ``on_done(session, all_from_cache)`` reports progress.
+    """
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    out: list[SessionTraces] = []
+    for session in sessions:
+        convs, cached = [], True
+        for i, turns in enumerate(session.conversations):
+            trace, hit = _conversation_trace(testbed, turns, f"{session.name}/{i}", cache_dir, k)
+            convs.append(trace)
+            cached &= hit
+        out.append(SessionTraces(session.name, convs))
+        if on_done is not None:
+            on_done(session, cached)
+    return out

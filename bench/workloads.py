@@ -1,0 +1,174 @@
+"""The evaluation workload: multi-turn robot dialogues that drift between domains.
+
+A session is what one robot's generation node serves over a stretch of time: it starts with a
+robot command, then the topic moves - a bit of code, a calculation, a licence question, a
+quotation, back to commands - in segments of ``shift_every`` turns. Sessions cycle through
+several shift rates (a topic shift every turn, every second turn, ...), because how often the
+topic moves is what decides whether keeping the right drafts resident pays off. Every turn asks
+for a long generation.
+
+Each topic segment is one multi-turn *conversation* (the target keeps its context from turn to
+turn); a topic shift starts a new conversation, while the runtime - drafts in memory, policy,
+predictor - carries on across the whole session. Why not one conversation for the whole
+session: measured on the zoo, the small target keeps writing in the style of whatever the
+conversation opened with (after two robot turns it answers a licence prompt with more robot
+dialogue), so only 6 of 24 nominal topic shifts of the full workload changed which draft is
+best, against 23 of 24 with a conversation per topic. ``carry_context=True`` (``--carry-context``)
+builds the single-conversation variant anyway.
+
+Deterministic: the same prompts file, seed and sizes give the same sessions, byte for byte,
+for every policy and every run. Prompts come from the evaluation split only (see
+:mod:`bench.split`): held-out prompts whose text the predictor was trained on are dropped,
+and the separate calibration session (used to set the emulated bandwidth and the simulator's
+overheads) takes prompts that no evaluation session uses.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Container, Mapping, Sequence
+from dataclasses import dataclass
+
+from memspec_ros.runtime.traces import Turn
+
+HOME_DOMAIN = "robot"
+"""Every session opens with a robot command: it is a robot's dialogue."""
+
+
+@dataclass(frozen=True)
+class Session:
+    """One conversation: its turns, in order, and how often its topic shifts."""
+
+    name: str
+    shift_every: int
+    turns: tuple[Turn, ...]
+    carry_context: bool = False
+    """One conversation for the whole session instead of one per topic segment."""
+
+    @property
+    def domains(self) -> list[str | None]:
+        """Domain of every turn."""
+        return [t.domain for t in self.turns]
+
+    @property
+    def topic_shifts(self) -> list[int]:
+        """Indices of the turns whose domain differs from the previous turn's."""
+        return [i for i in range(1, len(self.turns)) if self.turns[i].domain != self.turns[i - 1].domain]
+
+    @property
+    def conversations(self) -> list[tuple[Turn, ...]]:
+        """The turns grouped into conversations: one per topic segment (see the module docstring)."""
+        if self.carry_context:
+            return [self.turns] if self.turns else []
+        out: list[list[Turn]] = []
+        for t in self.turns:
+            if out and out[-1][-1].domain == t.domain:
+                out[-1].append(t)
+            else:
+                out.append([t])
+        return [tuple(c) for c in out]
+
+    def prefix(self, n: int) -> Session:
+        """The first ``n`` turns (a shorter generation of the same session)."""
+        return Session(f"{self.name}[:{n}]", self.shift_every, self.turns[:n], self.carry_context)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Evaluation sessions, the calibration session, and how the prompts were chosen."""
+
+    sessions: tuple[Session, ...]
+    calibration: Session
+    excluded_prompts: int
+    """Held-out prompts dropped because the predictor was trained on the same text."""
+    available_prompts: dict[str, int]
+    """Evaluation prompts per domain after exclusions and de-duplication."""
+
+    @property
+    def prompts(self) -> list[str]:
+        """Every prompt the evaluation sessions use (calibration excluded)."""
+        return [t.prompt for s in self.sessions for t in s.turns]
+
+    def describe(self) -> dict[str, object]:
+        """JSON-friendly summary for the results file."""
+        return {"sessions": [{"name": s.name, "shift_every": s.shift_every, "domains": s.domains,
+                              "topic_shifts": len(s.topic_shifts), "conversations": len(s.conversations)}
+                             for s in self.sessions],
+                "carry_context": any(s.carry_context for s in self.sessions),
+                "calibration": {"name": self.calibration.name, "domains": self.calibration.domains},
+                "excluded_prompts": self.excluded_prompts, "available_prompts": self.available_prompts,
+                "max_new_tokens": sorted({t.max_new_tokens for s in self.sessions for t in s.turns})}
+
+
+def evaluation_pools(prompts: Mapping[str, Sequence[str]], exclude: Container[str], seed: int
+                     ) -> tuple[dict[str, list[str]], int]:
+    """Per-domain prompt pools: de-duplicated, minus ``exclude``, in a seeded order.
+
+    Returns the pools and how many distinct prompts were excluded.
+    """
+    rng = random.Random(seed)
+    pools: dict[str, list[str]] = {}
+    excluded: set[str] = set()
+    for domain in sorted(prompts):
+        unique = list(dict.fromkeys(prompts[domain]))
+        kept = [p for p in unique if p not in exclude]
+        excluded.update(p for p in unique if p in exclude)
+        rng.shuffle(kept)
+        if kept:
+            pools[domain] = kept
+    return pools, len(excluded)
+
+
+def build_workload(prompts: Mapping[str, Sequence[str]], *, exclude: Container[str] = (), sessions: int,
+                   turns: int, max_new_tokens: int, shift_rates: Sequence[int] = (1, 2, 3),
+                   calibration_turns: int = 3, seed: int = 0, carry_context: bool = False) -> Workload:
+    """Build the evaluation sessions and a calibration session from disjoint prompts.
+
+    ``prompts`` maps domain -> held-out prompts; ``exclude`` holds prompt texts that must never
+    be used (the predictor's training prompts). Session ``i`` shifts topic every
+    ``shift_rates[i % len(shift_rates)]`` turns; the first segment is the home (robot) domain,
+    each later segment a different domain than the one before, drawn with the seed. Prompts are
+    used without replacement across the whole workload while a domain has unused ones, and
+    never twice in one session. ``carry_context`` keeps one conversation per session.
+    """
+    if sessions < 1 or turns < 1:
+        raise ValueError("a workload needs at least one session of one turn")
+    if any(r < 1 for r in shift_rates):
+        raise ValueError("shift rates are turns per topic segment, >= 1")
+    pools, n_excluded = evaluation_pools(prompts, exclude, seed)
+    domains = sorted(pools)
+    if len(domains) < 2:
+        raise ValueError("a multi-domain workload needs prompts from at least two domains")
+    rng = random.Random(seed + 1)
+    # Calibration prompts first, one per domain in turn, taken off the pools for good.
+    calib: list[Turn] = []
+    for i in range(calibration_turns):
+        d = domains[i % len(domains)]
+        if len(pools[d]) < 2:
+            raise ValueError(f"domain {d!r} has too few prompts to spare one for calibration")
+        calib.append(Turn(prompt=pools[d].pop(), max_new_tokens=max_new_tokens, domain=d))
+    cursor = dict.fromkeys(domains, 0)
+    out: list[Session] = []
+    home = HOME_DOMAIN if HOME_DOMAIN in pools else domains[0]
+    for s in range(sessions):
+        shift = shift_rates[s % len(shift_rates)]
+        used: set[str] = set()
+        session: list[Turn] = []
+        current: str | None = None
+        for t in range(turns):
+            if t % shift == 0:
+                current = home if t == 0 else rng.choice([d for d in domains if d != current])
+            assert current is not None
+            pool = pools[current]
+            for _ in range(len(pool)):
+                prompt = pool[cursor[current] % len(pool)]
+                cursor[current] += 1
+                if prompt not in used:
+                    break
+            else:
+                raise ValueError(f"domain {current!r} has fewer than {turns} distinct prompts")
+            used.add(prompt)
+            session.append(Turn(prompt=prompt, max_new_tokens=max_new_tokens, domain=current))
+        out.append(Session(f"session-{s}", shift, tuple(session), carry_context))
+    return Workload(sessions=tuple(out), calibration=Session("calibration", 1, tuple(calib), carry_context),
+                    excluded_prompts=n_excluded, available_prompts={d: len(p) for d, p in pools.items()})

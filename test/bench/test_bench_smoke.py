@@ -1,0 +1,183 @@
+"""Fast checks of the evaluation harness (``python -m bench``), no timing assertions.
+
+* the workload builder is deterministic and never uses a prompt the predictor was trained on;
+* the committed list of predictor-training prompts matches the predictor it names;
+* a tiny simulator-only experiment goes through the same results/report/plot writers as a real
+  run and produces every documented key (real runs are what ``make bench`` is for).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # the ``bench`` package lives at the repository root
+
+ZOO = REPO / "models" / "zoo"
+PROMPTS = REPO / "models" / "heldout" / "prompts.jsonl"
+needs_zoo = pytest.mark.skipif(not (ZOO / "zoo.yaml").exists() or not (ZOO / "predictor.safetensors").exists(),
+                               reason="the model zoo (models/zoo) with its predictor is not present")
+
+
+def _prompts() -> dict[str, list[str]]:
+    from memspec_ros.runtime.workload import load_prompts
+
+    return load_prompts(PROMPTS)
+
+
+def test_workload_is_deterministic() -> None:
+    from bench.workloads import build_workload
+
+    kwargs = {"sessions": 4, "turns": 6, "max_new_tokens": 32, "shift_rates": (1, 2, 3), "seed": 11}
+    a = build_workload(_prompts(), **kwargs)
+    b = build_workload(_prompts(), **kwargs)
+    assert a == b
+    assert build_workload(_prompts(), **{**kwargs, "seed": 12}).sessions != a.sessions
+    assert [s.shift_every for s in a.sessions] == [1, 2, 3, 1]
+    for s in a.sessions:
+        assert s.turns[0].domain == "robot"
+        assert len({t.prompt for t in s.turns}) == len(s.turns)  # never the same prompt twice in a session
+        assert len(s.topic_shifts) >= 1
+        if s.shift_every == 1:
+            assert len(s.topic_shifts) == len(s.turns) - 1
+        # one conversation per topic segment, unless the context is carried across topics
+        assert len(s.conversations) == len(s.topic_shifts) + 1
+        assert [t for c in s.conversations for t in c] == list(s.turns)
+    carried = build_workload(_prompts(), **kwargs, carry_context=True)
+    assert [s.turns for s in carried.sessions] == [s.turns for s in a.sessions]
+    assert all(len(s.conversations) == 1 for s in carried.sessions)
+
+
+def test_workload_uses_only_evaluation_prompts() -> None:
+    from bench.workloads import build_workload
+
+    prompts = _prompts()
+    heldout = {p for ps in prompts.values() for p in ps}
+    banned = {ps[0] for ps in prompts.values()} | {ps[3] for ps in prompts.values()}
+    wl = build_workload(prompts, exclude=banned, sessions=6, turns=8, max_new_tokens=32, seed=3)
+    used = set(wl.prompts)
+    calib = {t.prompt for t in wl.calibration.turns}
+    assert used <= heldout and calib <= heldout
+    assert not (used | calib) & banned
+    assert not used & calib  # the calibration session never shares a prompt with the evaluation
+    assert wl.excluded_prompts == len(banned)
+
+
+@needs_zoo
+def test_predictor_training_prompts_are_never_evaluated() -> None:
+    from bench.split import load_training_prompts, prompt_hash
+    from bench.workloads import build_workload
+
+    training = load_training_prompts(ZOO / "predictor.safetensors")
+    assert training.hashes, f"cannot tell which prompts trained the predictor ({training.source}); " \
+                            "run `python -m bench.split --write` after training it"
+    for preset in ({"sessions": 3, "turns": 5}, {"sessions": 6, "turns": 8}):  # quick and full sizes
+        wl = build_workload(_prompts(), exclude=training, max_new_tokens=48, seed=7, **preset)
+        for p in [*wl.prompts, *(t.prompt for t in wl.calibration.turns)]:
+            assert prompt_hash(p) not in training.hashes
+
+
+@needs_zoo
+def test_committed_training_prompt_list_matches_predictor() -> None:
+    from bench.split import COMMITTED, TRACE_CACHE, _from_trace_cache, predictor_key, predictor_meta, prompt_hash
+
+    meta = predictor_meta(ZOO / "predictor.safetensors")
+    data = json.loads(COMMITTED.read_text())
+    assert data["predictor"] == predictor_key(ZOO / "predictor.safetensors"), \
+        "bench/predictor_training_prompts.json names another predictor (retrained?): with the predictor's " \
+        "training traces in .cache/predictor_traces, run `python -m bench.split --write`"
+    cached = _from_trace_cache(meta, TRACE_CACHE)
+    if cached is None:
+        pytest.skip("no predictor training traces in .cache to compare with")
+    assert set(data["sha1"]) == {prompt_hash(p) for p in cached}
+
+
+@needs_zoo
+def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
+    """A simulator-only mini experiment through the real assembly, report and plot code."""
+    from bench.calibration import Calibration
+    from bench.config import BenchConfig
+    from bench.experiments import HF_ASSISTED, TARGET_ONLY, Bench, Headline, ablation, run_sweeps
+    from bench.hf_assisted import best_single_draft, single_draft_rounds
+    from bench.measures import RunMeasure
+    from bench.plots import draw_all
+    from bench.policy_factory import PolicyFactory
+    from bench.progress import Progress
+    from bench.report import render_report
+    from bench.results import REQUIRED_CONFIGS, assemble_results, load_results, shape_problems, write_results
+    from bench.sim_runs import model_target_only, simulate
+    from bench.split import load_training_prompts
+    from bench.testbed import load_testbed
+    from bench.timeline import session_timeline
+    from bench.trace_cache import session_traces
+    from bench.workloads import build_workload
+    from memspec_ros.runtime import POLICY_NAMES, CostModel, StorageModel
+
+    cfg = BenchConfig.quick(sessions=2, turns=3, max_new_tokens=10, check_intervals=(2, 4), budgets=(1, None),
+                            ratios=(1.0, 4.0), lengths=(1, 3), out=tmp_path, cache=tmp_path / "cache")
+    testbed = load_testbed(cfg.zoo, 1)
+    training = load_training_prompts(testbed.predictor_path)
+    wl = build_workload(_prompts(), exclude=training, sessions=cfg.sessions, turns=cfg.turns,
+                        max_new_tokens=cfg.max_new_tokens, seed=cfg.seed)
+    traces = session_traces(testbed, wl.sessions, cfg.cache, cfg.k)
+    names = testbed.catalogue.names
+    # A made-up time model (no measuring): the point is the shape of what comes out.
+    cost = CostModel(verify_s=dict.fromkeys(range(cfg.k + 1), 0.010), draft_step_s=dict.fromkeys(names, 0.001),
+                     draft_feed_s=dict.fromkeys(names, (0.001, 0.0001)), prefill_s=(0.005, 0.0001),
+                     load_s=dict.fromkeys(names, 0.04))
+    cal = Calibration(cost=cost, storage=StorageModel.mb_per_s(50), round_s=0.015,
+                      unthrottled_load_s=dict.fromkeys(names, 0.005), requested_ratio=2.7, seconds=0.0)
+    bench = Bench(cfg=cfg, testbed=testbed, workload=wl, traces=traces, calibration=cal,
+                  factory=PolicyFactory(testbed.predictor_path, names), policies=list(POLICY_NAMES),
+                  progress=Progress(enabled=False))
+
+    sims = {n: [simulate(testbed.catalogue, bench.budget, bench.factory, n, tr, cost, bench.runtime_config())
+                for tr in traces] for n in POLICY_NAMES}
+    hf_draft = best_single_draft(traces, names, cost, cfg.k)
+    hf = []
+    for tr in traces:
+        r = single_draft_rounds(tr, hf_draft, cost, cfg.k)
+        hf.append(RunMeasure(tr.name, r.tokens, r.seconds, r.rounds, r.proposed, r.accepted))
+    reports: list = []
+    simulate(testbed.catalogue, bench.budget, bench.factory, "memspec", traces[0], cost, bench.runtime_config(),
+             keep_reports=reports)
+    timeline = session_timeline("memspec", wl.sessions[0], reports)
+    headline = Headline(real={**sims, TARGET_ONLY: [model_target_only(tr, cost) for tr in traces], HF_ASSISTED: hf},
+                        simulated=sims, timelines={"memspec": timeline}, hf_draft=hf_draft)
+    experiments = {"ablation": ablation(bench, headline), **run_sweeps(bench)}
+    results = assemble_results(bench, headline, experiments, training, "test")
+
+    assert shape_problems(results) == []
+    path = write_results(results, tmp_path)
+    loaded = load_results(path)
+    assert shape_problems(loaded) == []
+    assert set(loaded["policies"]) == set(REQUIRED_CONFIGS)
+    for name in REQUIRED_CONFIGS:
+        entry = loaded["policies"][name]
+        for key in ("tokens_per_s", "acceptance_rate", "stall_s", "mean_accepted_length", "switches", "loads",
+                    "peak_memory_bytes"):
+            assert key in entry, (name, key)
+    for name in POLICY_NAMES:
+        assert {"real_tokens_per_s", "sim_tokens_per_s"} <= set(loaded["simulator_validation"][name])
+    assert [t["target"] for t in loaded["targets"]] == ["best adaptive baseline", "oracle", "target-only",
+                                                         "hf-assisted"]
+    assert all(t["why"] for t in loaded["targets"])
+    sweep = loaded["experiments"]["budget"]
+    assert sweep["values"] == [1, "all"]
+    assert all(len(sweep["policies"][n]["tokens_per_s"]) == 2 for n in POLICY_NAMES)
+    for key in ("models", "k", "budget_drafts", "check_interval", "emulated_bandwidth_bytes_per_s",
+                "measured_load_round_ratio", "threads", "commands", "split", "workload"):
+        assert key in loaded["config"], key
+
+    report = render_report(loaded)
+    for heading in ("## Configuration", "## Reproduce", "## Targets", "## Experiment 1", "## Experiment 2",
+                    "## Experiments 3-6", "## Simulator vs real", "## Workload and the predictor split"):
+        assert heading in report
+    assert "python -m bench --quick" in report
+    files = {p.name for p in draw_all(loaded, tmp_path)}
+    assert {"headline.png", "metrics.png", "timeline.png", "sweep_budget.png", "sweep_ratio.png",
+            "sweep_check_interval.png", "sweep_length.png"} <= files
