@@ -136,7 +136,7 @@ def tiny_zoo(tmp_path_factory) -> TinyZoo:
 def zoo_engine() -> tuple[SpeculativeEngine, dict[str, DraftProposer]]:
     """The real zoo through the public loading code (skipped while it is not trained yet)."""
     if not zoo_ready():
-        pytest.skip(f"model zoo not present under {ZOO} yet (training still running?)")
+        pytest.fail(f"model zoo not present under {ZOO} (it is committed; rebuild with make zoo)")
     from memspec_ros.core.model_loading import load_draft_model
 
     tok = load_tokenizer(ZOO / "target", allowed_roots=[ZOO])
