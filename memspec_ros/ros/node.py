@@ -99,7 +99,7 @@ class MemSpecNode(LifecycleNode):
         t0 = time.monotonic()
         try:
             config = validate(read_values(self), self._param_problems)
-            built = build_runtime(config, log=None)
+            built = build_runtime(config)
         except ConfigError as exc:
             self.get_logger().error(f"configure failed: {exc}")
             return TransitionCallbackReturn.FAILURE
@@ -109,11 +109,16 @@ class MemSpecNode(LifecycleNode):
             return TransitionCallbackReturn.FAILURE
         self.config, self.runtime, self.unusable_drafts = config, built.runtime, built.unusable
         self.sessions = SessionStore(config["max_sessions"])
-        self._create_ros_entities(config)
-        self.runtime.add_residency_listener(lambda _event: self._residency_gc.trigger())
-        self.runtime.on_check_due = self._check_gc.trigger
-        resident = self.runtime.warm_up(timeout=config["load_timeout_s"])
-        self._publish_residency()
+        try:
+            self._create_ros_entities(config)
+            self.runtime.add_residency_listener(lambda _event: self._residency_gc.trigger())
+            self.runtime.on_check_due = self._check_gc.trigger
+            resident = self.runtime.warm_up(timeout=config["load_timeout_s"])
+            self._publish_residency()
+        except Exception as exc:
+            self.get_logger().error(f"configure failed while starting the runtime: {type(exc).__name__}: {exc}")
+            self._release()
+            return TransitionCallbackReturn.FAILURE
         if not self.runtime.catalogue.names:
             self.get_logger().warning("no usable draft: serving target-only")
         elif not resident:
