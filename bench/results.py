@@ -97,8 +97,12 @@ def _repo_relative(path: Path) -> str:
 
 
 def assemble_results(bench: Bench, headline: Headline, experiments: Mapping[str, object], training: TrainingPrompts,
-                     created: str) -> dict[str, Any]:
-    """The results document of a run (see the module docstring for its shape)."""
+                     created: str, load_average: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The results document of a run (see the module docstring for its shape).
+
+    ``load_average``: the machine's 1-minute load average at points of the run (the report warns
+    when other work was competing for the cores).
+    """
     from .experiments import simulator_validation
 
     cfg, cal, catalogue = bench.cfg, bench.calibration, bench.testbed.catalogue
@@ -131,7 +135,7 @@ def assemble_results(bench: Bench, headline: Headline, experiments: Mapping[str,
                             "predictor-training prompt are dropped",
                   "source": training.source.replace(str(REPO) + "/", ""), "training_prompts": len(training.hashes),
                   "excluded_prompts": bench.workload.excluded_prompts, "predictor": training.predictor_key},
-        "environment": environment(), "bench": cfg.as_dict(),
+        "environment": {**environment(), "load_average_1min": dict(load_average or {})}, "bench": cfg.as_dict(),
     }
     return {
         "schema": SCHEMA, "config": config,

@@ -75,6 +75,7 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
         raise SystemExit(f"unknown policies {unknown}; choose from {', '.join(POLICY_NAMES)}")
     progress.log(f"{cfg.mode} run -> {out_dir}; {cfg.command}")
 
+    load = {"start": os.getloadavg()[0]}  # other work on the machine disturbs every timing
     testbed = load_testbed(cfg.zoo, cfg.threads)
     training = load_training_prompts(testbed.predictor_path)
     workload = build_workload(load_prompts(cfg.prompts), exclude=training, sessions=cfg.sessions, turns=cfg.turns,
@@ -98,8 +99,9 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
                   factory=factory, policies=policies, progress=progress)
 
     headline = run_headline(bench)
+    load["after_real_runs"] = os.getloadavg()[0]
     experiments = {"ablation": ablation(bench, headline), **run_sweeps(bench)}
-    results = assemble_results(bench, headline, experiments, training, created)
+    results = assemble_results(bench, headline, experiments, training, created, load_average=load)
     targets = results["targets"]
     problems = shape_problems(results, require_all_configs=not cfg.policies)
     if problems:

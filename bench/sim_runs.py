@@ -43,13 +43,15 @@ def simulate(catalogue: Catalogue, budget: Budget, factory: PolicyFactory, name:
 
 
 def model_target_only(traces: SessionTraces, cost: CostModel) -> RunMeasure:
-    """Modelled target-only decoding of a session: prefill per turn, one target step per token."""
+    """Modelled target-only decoding of a session: prefill per turn, one target step per token.
+
+    No runtime bookkeeping is charged: target-only decoding runs the engine directly.
+    """
     wall = 0.0
     tokens = 0
     for conv in traces.conversations:
         for i, turn in enumerate(conv.turns):
             n = len(turn.output_ids)
-            wall += cost.prefill(len(turn.prompt_ids) - (1 if i == 0 else 0)) + cost.turn_overhead_s
-            wall += n * (cost.verify(0) + cost.round_overhead_s)
+            wall += cost.prefill(len(turn.prompt_ids) - (1 if i == 0 else 0)) + n * cost.verify(0)
             tokens += n
     return RunMeasure(session=traces.name, tokens=tokens, wall_s=wall, rounds=tokens)
