@@ -146,7 +146,8 @@ def _sweep(bench: Bench, title: str, values: Sequence[V], setting: Callable[[V],
            x: Sequence[object] | None = None) -> dict[str, Any]:
     """Simulate every policy at every value; one line per policy (plus modelled target-only)."""
     lines: dict[str, dict[str, list[float | None]]] = {
-        n: {"tokens_per_s": [], "acceptance_rate": [], "stall_s": [], "loads": []} for n in bench.policies}
+        n: {"tokens_per_s": [], "acceptance_rate": [], "stall_s": [], "loads": [], "draftless_round_fraction": []}
+        for n in bench.policies}
     target_only: list[float] = []
     tokens: list[float] = []
     with bench.progress.phase(title, len(values) * len(bench.policies)) as step:
@@ -160,6 +161,7 @@ def _sweep(bench: Bench, title: str, values: Sequence[V], setting: Callable[[V],
                 line["acceptance_rate"].append(s.acceptance_rate)
                 line["stall_s"].append(s.stall_s)
                 line["loads"].append(s.loads)
+                line["draftless_round_fraction"].append(s.target_only_round_fraction)
                 step(f"{v} {name}")
             target_only.append(summarize([model_target_only(tr, cost) for tr in traces]).tokens_per_s)
             tokens.append(statistics.fmean(tr.generated_tokens for tr in traces))

@@ -46,7 +46,9 @@ def _config_section(r: Results) -> list[str]:
         ("decoding threads", f"{c['threads']} torch thread(s); loader on its own thread"),
         ("workload", f"{len(w['sessions'])} sessions x {c['bench']['turns']} turns x {c['bench']['max_new_tokens']} "
                      f"new tokens max, topic shift every {'/'.join(map(str, c['bench']['shift_rates']))} turns, "
-                     f"seed {c['bench']['seed']}"),
+                     + ("one conversation per session" if w.get("carry_context") else
+                        "a new conversation at each topic shift (context kept within a topic)")
+                     + f", seed {c['bench']['seed']}"),
         ("hf-assisted", f"transformers generate(assistant_model={c['hf_assisted']['draft']}), "
                         f"num_assistant_tokens={c['k']} (constant), greedy"),
         ("machine", f"{env.get('cpu', '?')}, {env.get('cores', '?')} cores, torch {env.get('torch')}, "

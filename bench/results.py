@@ -30,7 +30,7 @@ from memspec_ros.runtime import POLICY_NAMES, Budget
 
 from .config import REPO
 from .hf_assisted import reencoding
-from .targets import PeerFacts, check_targets
+from .targets import RunFacts, check_targets
 
 if TYPE_CHECKING:
     from .experiments import Bench, Headline
@@ -96,7 +96,17 @@ def _repo_relative(path: Path) -> str:
     return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
-def assemble_results(bench: Bench, headline: Headline, experiments: Mapping[str, object], training: TrainingPrompts,
+def _all_resident_draftless(experiments: Mapping[str, Any]) -> float | None:
+    """memspec's share of draftless rounds at the 'all resident' point of the budget sweep, if run."""
+    sweep = experiments.get("budget") or {}
+    line = (sweep.get("policies") or {}).get("memspec")
+    values = list(sweep.get("values") or [])
+    if not line or "all" not in values:
+        return None
+    return line["draftless_round_fraction"][values.index("all")]
+
+
+def assemble_results(bench: Bench, headline: Headline, experiments: Mapping[str, Any], training: TrainingPrompts,
                      created: str, load_average: Mapping[str, float] | None = None) -> dict[str, Any]:
     """The results document of a run (see the module docstring for its shape).
 
@@ -109,8 +119,9 @@ def assemble_results(bench: Bench, headline: Headline, experiments: Mapping[str,
     reenc = [reencoding(tr, cal.cost) for tr in bench.traces]
     best = headline.best_adaptive()
     targets = check_targets(headline.summaries, best,
-                            PeerFacts(hf_draft=headline.hf_draft, reencoded_tokens=sum(t for t, _ in reenc),
-                                      reencode_s=sum(s for _, s in reenc)))
+                            RunFacts(hf_draft=headline.hf_draft, reencoded_tokens=sum(t for t, _ in reenc),
+                                     reencode_s=sum(s for _, s in reenc),
+                                     memspec_draftless_all_resident=_all_resident_draftless(experiments)))
     run_ratios = [s.load_round_ratio for n, s in headline.summaries.items()
                   if n in bench.policies and s.load_round_ratio is not None]
     config: dict[str, object] = {
