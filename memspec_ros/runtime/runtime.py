@@ -135,6 +135,21 @@ class GenerationReport:
     counterfactual_s: float = 0.0
     drafts_used: list[str] = field(default_factory=list)
     timeline: list[RoundEvent] = field(default_factory=list)
+    last_draft: str | None = field(default=None, repr=False)
+    """Draft of the most recent drafted round (switches are counted against it)."""
+
+    def record_round(self, draft: str | None, proposed: int, accepted: int, stall_s: float) -> None:
+        """Account one round; shared by real runs and the simulator so both count alike."""
+        if draft is not None:
+            if self.last_draft is not None and draft != self.last_draft:
+                self.switches += 1
+            self.last_draft = draft
+            if draft not in self.drafts_used:
+                self.drafts_used.append(draft)
+        self.rounds += 1
+        self.proposed += proposed
+        self.accepted += accepted
+        self.stall_s += stall_s
 
     @property
     def tokens(self) -> int:
@@ -426,7 +441,6 @@ class DraftRuntime:
         pred_s0 = _predictor_seconds(self.policy)
         loads0 = sum(1 for r in self.loader.records() if r.outcome == "loaded")
         fails0 = sum(1 for r in self.loader.records() if r.outcome in ("failed", "timeout"))
-        prev_draft: str | None = None
         turn_rounds = 0
         since_tick = 0
         finish = None
@@ -477,16 +491,7 @@ class DraftRuntime:
                                               proposed=stats.proposed, accepted=stats.accepted,
                                               emitted=stats.emitted, seconds=r_end - r_start,
                                               counterfactual=cf), view)
-            if used is not None:
-                if prev_draft is not None and used != prev_draft:
-                    report.switches += 1
-                prev_draft = used
-                if used not in report.drafts_used:
-                    report.drafts_used.append(used)
-            report.rounds += 1
-            report.proposed += stats.proposed
-            report.accepted += stats.accepted
-            report.stall_s += stall
+            report.record_round(used, stats.proposed, stats.accepted, stall)
             snap = self.pool.snapshot()
             report.timeline.append(RoundEvent(
                 start=r_start - t_start, end=r_end - t_start, turn=turn_index, draft=used, proposed=stats.proposed,

@@ -304,7 +304,6 @@ class Simulator:
             self.policy.new_turn(self._view())
             rep = GenerationReport(output_ids=list(turn.output_ids), text="", finish_reason=turn.finish_reason,
                                    wall_s=0.0, prompt_tokens=len(turn.prompt_ids) - (1 if ti == 0 else 0))
-            prev: str | None = None
             turn_rounds = since_tick = 0
             tick_s0 = 0.0
             while self._pos < len(turn.output_ids):
@@ -354,16 +353,7 @@ class Simulator:
                                                   turn_position=view.turn_position, draft=draft, proposed=p,
                                                   accepted=a, emitted=e, seconds=r_end - r_start,
                                                   counterfactual=cf), view)
-                if draft is not None:
-                    if prev is not None and draft != prev:
-                        rep.switches += 1
-                    prev = draft
-                    if draft not in rep.drafts_used:
-                        rep.drafts_used.append(draft)
-                rep.rounds += 1
-                rep.proposed += p
-                rep.accepted += a
-                rep.stall_s += stall
+                rep.record_round(draft, p, a, stall)
                 self.loader.advance(self.clock.now)
                 snap = self.pool.snapshot()
                 rep.timeline.append(RoundEvent(start=r_start - t_start, end=r_end - t_start, turn=ti, draft=draft,
