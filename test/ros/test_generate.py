@@ -240,6 +240,11 @@ def test_context_hint_prefetches_that_domains_draft(client_node, params_file) ->
         first = rec.wait_for(lambda m: any(d.state == DraftState.RESIDENT for d in m.drafts), 60)
         assert first is not None, node.log()
         assert not any(d.name == "draft-legal" and d.state == DraftState.RESIDENT for d in first.drafts)
+        # A volatile publisher's first message is lost if discovery has not matched it yet.
+        deadline = time.monotonic() + 30
+        while pub.get_subscription_count() < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pub.get_subscription_count() >= 1, "the node's context_hint subscription never matched"
         pub.publish(String(data="legal"))
         hit = rec.wait_for(
             lambda m: any(d.name == "draft-legal" and d.state == DraftState.RESIDENT for d in m.drafts), 30
