@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from memspec_ros.runtime import ADAPTIVE_BASELINES, Budget, CostModel, RuntimeConfig
+from memspec_ros.runtime.policies.oracle import DEFAULT_SEGMENT_ROUNDS, OraclePolicy
 
 from .calibration import Calibration
 from .config import BenchConfig
@@ -211,6 +212,31 @@ def sweep_ratio(bench: Bench) -> dict[str, object]:
         return bench.budget, cal.cost.with_loads(cal.loads_for_ratio(v)), bench.runtime_config(), bench.traces
 
     return _sweep(bench, "6 load/round ratio (simulated)", bench.cfg.ratios, setting)
+
+
+def oracle_granularity(bench: Bench, headline: Headline) -> dict[str, Any]:
+    """How much the oracle's hindsight granularity matters (simulated, headline configuration).
+
+    The ``oracle`` policy knows the best draft per segment (what a forecaster could at best get
+    right); knowing it per round is a stricter bound that switches drafts mid-segment. Both are
+    simulated on the same traces, beside memspec's simulation, so the gap between them is one
+    time model's.
+    """
+    if "oracle" not in bench.policies:
+        return {}
+    cfg, cost = bench.runtime_config(), bench.calibration.cost
+    out: dict[str, Any] = {"segment_rounds": [], "oracle_sim_tokens_per_s": []}
+    for rounds in (1, DEFAULT_SEGMENT_ROUNDS, 16):
+        def factory(_name: str, oracle: Any, rounds: int = rounds) -> OraclePolicy:
+            return OraclePolicy(oracle, segment_rounds=rounds)
+
+        runs = [simulate(bench.testbed.catalogue, Budget.unlimited(), factory, "oracle", tr, cost, cfg)
+                for tr in bench.traces]
+        out["segment_rounds"].append(rounds)
+        out["oracle_sim_tokens_per_s"].append(summarize(runs).tokens_per_s)
+    if "memspec" in headline.simulated:
+        out["memspec_sim_tokens_per_s"] = summarize(headline.simulated["memspec"]).tokens_per_s
+    return out
 
 
 def run_sweeps(bench: Bench) -> dict[str, Any]:

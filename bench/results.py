@@ -8,7 +8,8 @@ Top level::
                                          # "target-only" and "hf-assisted"
      "simulator_validation": {"<name>": {"real_tokens_per_s", "sim_tokens_per_s", "error", ...}},
      "targets": [{"target", "reference", "required", "ratio", "holds", "shortfall", "why"}],
-     "experiments": {"ablation", "check_interval", "generation_length", "budget", "load_round_ratio"},
+     "experiments": {"ablation", "check_interval", "generation_length", "budget", "load_round_ratio",
+                     "oracle_granularity"},
      "timelines": {"<policy>": {...}},   # residency timeline of one session
      "calibration": {...}, "runtime_s": {...}}
 

@@ -57,7 +57,7 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
     from memspec_ros.runtime.workload import load_prompts
 
     from .calibration import calibrate
-    from .experiments import Bench, ablation, run_headline, run_sweeps
+    from .experiments import Bench, ablation, oracle_granularity, run_headline, run_sweeps
     from .plots import draw_all
     from .policy_factory import PolicyFactory
     from .report import write_report
@@ -100,7 +100,8 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
 
     headline = run_headline(bench)
     load["after_real_runs"] = os.getloadavg()[0]
-    experiments = {"ablation": ablation(bench, headline), **run_sweeps(bench)}
+    experiments = {"ablation": ablation(bench, headline), **run_sweeps(bench),
+                   "oracle_granularity": oracle_granularity(bench, headline)}
     results = assemble_results(bench, headline, experiments, training, created, load_average=load)
     targets = results["targets"]
     problems = shape_problems(results, require_all_configs=not cfg.policies)

@@ -14,8 +14,8 @@ from transformers.utils import logging as hf_logging
 
 from training.paths import CHECKPOINT_DIR, TOKENIZER_DIR
 
-STAGES: tuple[str, ...] = ("corpora", "tokenizer", "target", "drafts", "distill", "export",
-                           "evaluate")
+STAGES: tuple[str, ...] = ("corpora", "tokenizer", "target", "target_extend", "drafts", "distill",
+                           "export", "evaluate")
 
 
 def _stage_corpora(force: bool) -> None:
@@ -38,6 +38,12 @@ def _stage_target(force: bool) -> None:
     from training.members import train_target
     if force or not (CHECKPOINT_DIR / "target" / "model.safetensors").exists():
         train_target()
+
+
+def _stage_target_extend(force: bool) -> None:
+    from training.members import TARGET_CHECKPOINT, extend_target
+    if force or not (CHECKPOINT_DIR / TARGET_CHECKPOINT / "train_stats.json").exists():
+        extend_target()
 
 
 def _stage_drafts(force: bool) -> None:

@@ -11,12 +11,14 @@ import os
 import time
 
 import torch
+import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, DynamicCache, PreTrainedModel
 
 from training.acceptance import acceptance_rate
+from training.data import token_stream
 from training.members import DRAFT_NAMES
 from training.paths import CHECKPOINT_DIR, DOMAINS, HELDOUT_DIR, ZOO_DIR
-from training.report import write_report
+from training.report import LOOP_RATIO, write_report
 from training.timing import step_ms
 from training.tokenizer import load_tokenizer
 
@@ -64,6 +66,18 @@ def distinct_ngram_ratio(tokens: list[int], n: int = 4) -> float:
     return len(set(grams)) / len(grams) if grams else 1.0
 
 
+@torch.inference_mode()
+def heldout_loss(model: PreTrainedModel, tok: object, windows: int = 40, length: int = 256) -> dict[str, float]:
+    """Mean next-token loss (nats) on the first ``windows`` x ``length`` held-out tokens per domain."""
+    out = {}
+    for d in DOMAINS:
+        ids = torch.as_tensor(token_stream(d, tok, "heldout")[:windows * length]).long()
+        ids = ids[: len(ids) // length * length].view(-1, length)
+        logits = model(input_ids=ids).logits[:, :-1].float()
+        out[d] = round(float(F.cross_entropy(logits.reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1))), 3)
+    return out
+
+
 def _matrix(models: dict[str, PreTrainedModel],
             traces: dict[str, list[tuple[list[int], list[int]]]]) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
@@ -109,6 +123,11 @@ def evaluate_zoo() -> dict[str, object]:
         best_other = max(v[d] for n, v in matrix.items() if n != f"draft-{d}")
         margins[d] = round(own - best_other, 4)
 
+    losses = {"target": heldout_loss(target, tok)}
+    if (CHECKPOINT_DIR / "target" / "model.safetensors").exists():  # phase one, for comparison
+        losses["phase_one"] = heldout_loss(load(CHECKPOINT_DIR / "target"), tok)
+    print(f"[evaluate] held-out loss: {losses}", flush=True)
+
     timing = {"target_1tok_ms": step_ms(target, 1), "target_verify5_ms": step_ms(target, 5)}
     for name, model in drafts.items():
         timing[f"{name}_1tok_ms"] = step_ms(model, 1)
@@ -123,6 +142,12 @@ def evaluate_zoo() -> dict[str, object]:
                       "over the target's greedy continuations of the held-out prompts",
         "prompts_per_domain": {d: len(traces[d]) for d in DOMAINS},
         "matrix": matrix, "plain_matrix": plain_matrix, "diagonal_margin": margins,
+        "target_heldout_loss": losses,
+        "target_repetition": {d: {"prompts": len(samples[d]),
+                                  "mean_distinct4": round(sum(x["distinct4"] for x in samples[d])
+                                                          / max(1, len(samples[d])), 3),
+                                  "loops": sum(x["distinct4"] < LOOP_RATIO for x in samples[d])}
+                              for d in DOMAINS},
         "timing_ms": timing, "target_trace_seconds": round(gen_s, 1),
     }
     (ZOO_DIR / "acceptance_matrix.json").write_text(json.dumps(result, indent=2) + "\n")

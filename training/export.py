@@ -17,14 +17,14 @@ from transformers import LlamaForCausalLM
 from training.corpora.build import corpus_path
 from training.corpora.split import read_jsonl, write_jsonl
 from training.heldout import HELDOUT_DOC_BUDGET, MAX_DOC_CHARS, make_prompts
-from training.members import DRAFT_NAMES
+from training.members import DRAFT_NAMES, TARGET_CHECKPOINT
 from training.paths import CHECKPOINT_DIR, DOMAINS, HELDOUT_DIR, ZOO_DIR
 from training.tokenizer import load_tokenizer
 
 
 def _member_sources() -> dict[str, tuple[Path, str]]:
     """Map zoo name -> (checkpoint to export, domain label)."""
-    members = {"target": (CHECKPOINT_DIR / "target", "all")}
+    members = {"target": (CHECKPOINT_DIR / TARGET_CHECKPOINT, "all")}
     for name in DRAFT_NAMES:
         ckpt = CHECKPOINT_DIR / f"distilled-{name}"
         if not (ckpt / "model.safetensors").exists():

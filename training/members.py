@@ -14,6 +14,8 @@ from training.recipes import (
     DRAFT_SEQ,
     GENERAL_SECONDS,
     TARGET_BATCH,
+    TARGET_EXTEND_LR,
+    TARGET_EXTEND_STEPS,
     TARGET_LR,
     TARGET_MIX,
     TARGET_SECONDS,
@@ -26,6 +28,8 @@ from training.train import TrainSpec, train
 DRAFT_NAMES: tuple[str, ...] = tuple(DRAFTS)
 DISTILLED_NAMES: tuple[str, ...] = tuple(n for n in DRAFT_NAMES if n != "general")
 SEED = 20240
+TARGET_CHECKPOINT = "target-extended"
+"""The checkpoint the zoo's target is exported from and the drafts are distilled toward."""
 
 
 def _new_model(shape: Shape, seed: int) -> LlamaForCausalLM:
@@ -49,6 +53,16 @@ def train_target() -> dict[str, float]:
                  CHECKPOINT_DIR / "target", "target")
 
 
+def extend_target() -> dict[str, float]:
+    """Continue the phase-one target for a step budget (warm restart, new data order)."""
+    model = LlamaForCausalLM.from_pretrained(CHECKPOINT_DIR / "target", dtype=torch.float32)
+    seed = SEED + 50
+    spec = TrainSpec(0.0, TARGET_EXTEND_LR, TARGET_BATCH, TARGET_SEQ, seed,
+                     steps=TARGET_EXTEND_STEPS, save_every=250)
+    return train(model, _sampler(TARGET_MIX, TARGET_SEQ, TARGET_BATCH, seed), spec,
+                 CHECKPOINT_DIR / TARGET_CHECKPOINT, "target-extend")
+
+
 def train_draft(name: str) -> dict[str, float]:
     """Train draft ``name`` from scratch on its own domain (or the uniform mix)."""
     seed = SEED + 1 + list(DRAFT_NAMES).index(name)
@@ -66,7 +80,8 @@ def distill_draft(name: str) -> dict[str, float]:
     seed = SEED + 100 + list(DRAFT_NAMES).index(name)
     student = LlamaForCausalLM.from_pretrained(CHECKPOINT_DIR / f"draft-{name}",
                                                dtype=torch.float32)
-    teacher = LlamaForCausalLM.from_pretrained(CHECKPOINT_DIR / "target", dtype=torch.float32)
+    teacher = LlamaForCausalLM.from_pretrained(CHECKPOINT_DIR / TARGET_CHECKPOINT,
+                                               dtype=torch.float32)
     mix = draft_mix(name) if name != "general" else {d: 1.0 for d in DOMAINS}
     spec = TrainSpec(DISTILL_SECONDS, DISTILL_LR, DISTILL_BATCH, DISTILL_SEQ, seed, log_every=50)
     return distill(student, teacher, _sampler(mix, DISTILL_SEQ, DISTILL_BATCH, seed), spec,

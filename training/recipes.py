@@ -1,7 +1,8 @@
 """Training budgets and data mixes of every zoo member (the numbers that define the zoo).
 
-Budgets were chosen for a ~75-minute build on a 2-core CPU: the target gets most of the time
-because its quality bounds every draft's acceptance; drafts are small and learn fast. The
+Budgets add up to a ~2.5-hour build on an idle 2-core CPU (target ~34 + ~76 min, drafts ~9 min,
+distillation ~13 min, evaluation ~3 min): the target gets most of the time because its quality
+bounds every draft's acceptance and the product's answers; drafts are small and learn fast. The
 target's mix is weighted toward the hard domains (code, prose, legal), where a weak target
 degenerates into loops; robot and math are regular enough to need little data.
 """
@@ -21,6 +22,13 @@ TARGET_SEQ = 256
 TARGET_MIX: dict[str, float] = {"code": 0.30, "prose": 0.25, "legal": 0.20, "math": 0.12,
                                 "robot": 0.13}
 
+TARGET_EXTEND_STEPS = max(1, round(5000 * TIME_SCALE))
+"""Second phase of the target: a warm restart from the first phase's weights with a fresh,
+lower cosine cycle. 2.6M tokens (phase one) left the target looping on code, legal and prose
+prompts; this phase adds ~10M tokens. A *step* budget, unlike phase one's wall-clock one, so a
+busy machine makes it slower rather than weaker."""
+TARGET_EXTEND_LR = 6e-4
+
 DRAFT_SECONDS = 100.0 * TIME_SCALE
 GENERAL_SECONDS = 30.0 * TIME_SCALE
 """The general draft is the deliberately mediocre baseline: tiny, short, never distilled.
@@ -30,7 +38,9 @@ DRAFT_LR = 3e-3
 DRAFT_BATCH = 16
 DRAFT_SEQ = 128
 
-DISTILL_SECONDS = 60.0 * TIME_SCALE
+DISTILL_SECONDS = 150.0 * TIME_SCALE
+"""Toward the two-phase (sharper) target, 60 s left the code, legal and prose drafts at 0.17-0.18
+own-domain acceptance (0.25-0.34 toward the phase-one target), so they get more time."""
 DISTILL_LR = 1e-3
 DISTILL_BATCH = 8
 DISTILL_SEQ = 128

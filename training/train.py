@@ -1,4 +1,4 @@
-"""Time-budgeted next-token training of one zoo member from scratch.
+"""Budgeted next-token training of one zoo member (from scratch or from a checkpoint).
 
 bf16 autocast is used because this CPU has avx512_bf16 (measured ~2x faster than fp32);
 master weights stay fp32. Checkpoints are fp32 under ``.cache/zoo/checkpoints``; the export
@@ -29,6 +29,16 @@ class TrainSpec:
     seq_len: int
     seed: int
     log_every: int = 25
+    steps: int | None = None
+    """A step budget replaces the time budget when set: a run on a busy machine then takes
+    longer instead of learning less, so the result no longer depends on machine load."""
+    save_every: int | None = None
+    """Save the weights every N steps (a long run interrupted still leaves usable weights;
+    ``train_stats.json`` is only written at the end and marks a finished run)."""
+
+    def progress(self, step: int, elapsed: float) -> float:
+        """Fraction of the budget spent, which drives the learning-rate schedule."""
+        return step / self.steps if self.steps else elapsed / self.seconds
 
 
 def make_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
@@ -47,14 +57,14 @@ def lm_loss(model: LlamaForCausalLM, batch: torch.Tensor) -> torch.Tensor:
 
 def train(model: LlamaForCausalLM, sampler: WindowSampler, spec: TrainSpec,
           out_dir: Path, name: str) -> dict[str, float]:
-    """Train until the time budget is spent, save to ``out_dir``, return summary stats."""
+    """Train until the budget is spent, save to ``out_dir``, return summary stats."""
     torch.manual_seed(spec.seed)
     model.train()
     opt = make_optimizer(model, spec.peak_lr)
     t0 = time.time()
     step, tokens, ema = 0, 0, None
-    while (elapsed := time.time() - t0) < spec.seconds:
-        lr = lr_at(elapsed / spec.seconds, spec.peak_lr)
+    while (progress := spec.progress(step, elapsed := time.time() - t0)) < 1.0:
+        lr = lr_at(progress, spec.peak_lr)
         for g in opt.param_groups:
             g["lr"] = lr
         batch = sampler.next()
@@ -70,6 +80,8 @@ def train(model: LlamaForCausalLM, sampler: WindowSampler, spec: TrainSpec,
         if step % spec.log_every == 0:
             print(f"[train {name}] step {step} t={elapsed:.0f}s loss={ema:.3f} lr={lr:.2e} "
                   f"tok/s={tokens / max(elapsed, 1e-6):.0f}", flush=True)
+        if spec.save_every and step % spec.save_every == 0:
+            model.save_pretrained(out_dir, safe_serialization=True)
     model.eval()
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)

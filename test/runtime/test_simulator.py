@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+
+import numpy as np
 import pytest
 
 from memspec_ros.runtime import (
@@ -13,6 +16,7 @@ from memspec_ros.runtime import (
     Simulator,
     make_policy,
 )
+from memspec_ros.runtime.policies import MemSpecPolicy, OraclePolicy
 
 from .rt_tiny_zoo import DIALOGUE
 
@@ -68,3 +72,64 @@ def test_injected_load_failure_in_simulation(world) -> None:
     res = _sim(world, "memspec", fail_loads=["draft-copy"]).run(world.trace)
     assert any(r.outcome == "failed" and r.name == "draft-copy" for r in res.load_records)
     assert res.tokens == world.trace.generated_tokens
+
+
+def test_memspec_probes_drafts_during_a_draftless_stretch(world) -> None:
+    """Drafts so slow that target-only rounds win: memspec goes draftless but keeps probing.
+
+    Without probes a draftless stretch observes nothing about the drafts and can never end
+    within the turn; with them, no stretch is longer than ``probe_every`` rounds.
+    """
+    names = world.catalogue.names
+    slow_drafts = CostModel(verify_s={p: 0.004 + 0.0002 * p for p in range(5)},
+                            draft_step_s=dict.fromkeys(names, 0.02), draft_feed_s={n: (0.02, 0.001) for n in names},
+                            prefill_s=(0.001, 0.00005), load_s=dict.fromkeys(names, 0.012), round_overhead_s=0.0003,
+                            tick_s=0.0001, predictor_s=0.00005)
+    probe_every = 4
+    pol = MemSpecPolicy(world.predictor.restricted_to(names), probe_every=probe_every)
+    sim = Simulator(world.catalogue, Budget.drafts(2), pol, slow_drafts, RuntimeConfig())
+    sim.warm_up()
+    result = sim.run(world.trace)
+    streak = longest = 0
+    drafted = draftless = 0
+    for report in result.reports:
+        for ev in report.timeline:
+            if ev.draft is None and ev.proposed == 0:
+                draftless += 1
+                streak += 1
+                longest = max(longest, streak)
+            else:
+                drafted += 1
+                streak = 0
+        streak = 0
+    assert draftless > drafted, "the cost rule should prefer target-only rounds with drafts this slow"
+    assert drafted > 0
+    assert longest <= probe_every + 1  # +1: a turn's last round has room for no proposal
+
+
+def _switches_off_segment_boundaries(world, trace, segment_rounds: int) -> int:
+    pol = OraclePolicy(trace, segment_rounds=segment_rounds)
+    sim = Simulator(world.catalogue, Budget.unlimited(), pol, _cost(world), RuntimeConfig())
+    sim.warm_up()
+    off = 0
+    for report in sim.run(trace).reports:
+        drafts = [ev.draft for ev in report.timeline if ev.proposed > 0]
+        off += sum(1 for i in range(1, len(drafts)) if i % 4 and drafts[i] != drafts[i - 1])
+    return off
+
+
+def test_oracle_holds_its_hindsight_choice_for_a_segment(world) -> None:
+    """The oracle picks the best draft per segment (4 rounds, restarted each turn), not per round.
+
+    Match vectors are replaced by random ones so that the best draft changes often; the
+    per-round oracle (``segment_rounds=1``) then switches mid-segment, the default never does.
+    """
+    trace = copy.deepcopy(world.trace)
+    rng = np.random.default_rng(0)
+    for turn in trace.turns:
+        for name, match in turn.match.items():
+            turn.match[name] = rng.random(len(match)) < 0.6
+    assert _switches_off_segment_boundaries(world, trace, 4) == 0
+    assert _switches_off_segment_boundaries(world, trace, 1) > 0
+    with pytest.raises(ValueError, match="segment_rounds"):
+        OraclePolicy(trace, segment_rounds=0)

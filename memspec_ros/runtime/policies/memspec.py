@@ -10,6 +10,12 @@ in memory):
 * every round runs the best draft that is resident *now* (or none, when measured step times say
   a target-only round beats every resident draft at its forecast acceptance). It never waits for
   a load: a better draft is swapped in the round after its load completes.
+* a draftless stretch is interrupted by a *probe* round every ``probe_every`` (16) rounds: a
+  round without a draft observes nothing about the drafts, so without probes one unlucky round
+  could leave a good draft unused for the rest of a turn (seen with an earlier zoo: 27 draftless
+  rounds in a code turn whose draft accepted a token a round). Probes are insurance, not free:
+  in the bench workload's simulation a probe every 4 rounds cost 3% of memspec's tokens/s, every
+  16 rounds about 1%.
 
 Ablations (the paper's): ``memspec-predict-only`` lets the predictor choose but loads on demand
 and waits; ``memspec-manage-only`` keeps the manager but drives it with acceptance statistics
@@ -55,9 +61,11 @@ class _ManagedPolicy(Policy):
 
     def __init__(self, *, keep_bonus: float = 0.05, switch_margin: float = 0.03, prior_tokens: float = 8.0,
                  evidence_rounds: int = 8, min_utility: float = 0.02, cost_aware: bool = True,
-                 target_margin: float = 0.1) -> None:
+                 target_margin: float = 0.1, probe_every: int = 16) -> None:
         super().__init__()
         self.cost_aware = cost_aware
+        self.probe_every = probe_every
+        self._draftless_streak = 0
         self.prior_tokens = prior_tokens
         self.evidence_rounds = evidence_rounds
         self.target_margin = target_margin
@@ -97,9 +105,13 @@ class _ManagedPolicy(Policy):
         acc = view.acceptance
         with_draft = acc.expected_tokens_per_s(best, score.get(best, 0.0), view.k)
         alone = acc.expected_tokens_per_s(None, 0.0, view.k)
-        if with_draft is not None and alone is not None and alone > with_draft * (1.0 + self.target_margin):
+        slower = with_draft is not None and alone is not None and alone > with_draft * (1.0 + self.target_margin)
+        if slower and self._draftless_streak < self.probe_every:
             return Decision(None)
         return Decision(best)
+
+    def _observe(self, feedback: RoundFeedback, view: PolicyView) -> None:
+        self._draftless_streak = self._draftless_streak + 1 if feedback.draft is None else 0
 
     def _plan(self, view: PolicyView) -> SchedulePlan:
         self.utility = self._utility(view)
