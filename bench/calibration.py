@@ -7,7 +7,8 @@ draft's load (read + materialisation) takes ``ratio`` times a measured round. St
 separate calibration session (never one of the evaluated sessions):
 
 1. the simulator's cost model: target verify/prefill and every draft's step and catch-up
-   forward, timed on the real models;
+   forward, timed on the real models (proposal and verify times from real engine rounds on
+   the calibration prompts);
 2. unthrottled load times (what materialisation alone costs);
 3. the mean round time of a real runtime run (the static policy);
 4. the bandwidth for the requested ratio, then real load times at that bandwidth;
@@ -102,8 +103,13 @@ def calibrate(testbed: Testbed, session: Session, context: SessionTraces, *, rat
               check_interval: int, repeats: int, factory: PolicyFactory) -> Calibration:
     """Run steps 1-5 of the module docstring on ``session``; ``context`` gives realistic tokens to time on."""
     t0 = time.perf_counter()
+    # Proposal and verify times from real engine rounds on the calibration prompts, not from
+    # micro-benchmarks alone: with warm caches those were off by up to ~10% in either direction
+    # from run to run, one common offset that showed in every policy's simulation.
     cost = measure_cost_model(testbed.engine.target, testbed.proposers, context.context_tokens(), k,
-                              repeats=repeats)
+                              repeats=repeats, engine=testbed.engine,
+                              round_prompts=[t.prompt for t in session.turns],
+                              max_new_tokens=max(t.max_new_tokens for t in session.turns))
     unthrottled = measure_load_times(testbed, StorageModel())
     static = DraftRuntime(testbed.engine, testbed.catalogue, budget, factory("static"),
                           RuntimeConfig(k=k, check_interval=check_interval), materialize=testbed.materialize)
