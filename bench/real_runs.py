@@ -69,14 +69,9 @@ def run_target_only(engine: SpeculativeEngine, session: Session, traces: Session
         conv: GenerationSession | None = None
         for turn in turns:
             t0 = time.perf_counter()
-            if conv is None:
-                conv = engine.start(turn.prompt, turn.max_new_tokens)
-            else:
-                conv.continue_with(turn.prompt, turn.max_new_tokens)
-            while not conv.done:
-                conv.step(None)
-                rounds += 1
+            conv = engine.run_turn(conv, turn.prompt, turn.max_new_tokens)
             wall += time.perf_counter() - t0
+            rounds += len(conv.stats)
             verify += sum(st.verify_seconds for st in conv.stats)
             outputs.append(list(conv.output_ids))
     tokens = sum(len(o) for o in outputs)

@@ -197,12 +197,7 @@ def main() -> int:
             conv_session, wall, tokens = None, 0.0, 0
             for turn in turns:
                 t0 = time.perf_counter()
-                if conv_session is None:
-                    conv_session = engine.start(turn.prompt, turn.max_new_tokens)
-                else:
-                    conv_session.continue_with(turn.prompt, turn.max_new_tokens)
-                while not conv_session.done:
-                    conv_session.step(None)
+                conv_session = engine.run_turn(conv_session, turn.prompt, turn.max_new_tokens)
                 wall += time.perf_counter() - t0
                 tokens += len(conv_session.output_ids)
             walls.append(wall)

@@ -112,7 +112,27 @@ class SpeculativeEngine:
         params: SamplingParams = GREEDY,
     ) -> GenerationSession:
         """Run a whole generation with one fixed draft (or target-only); return the finished session."""
-        session = self.start(prompt, max_new_tokens, params)
+        return self.run_turn(None, prompt, max_new_tokens, draft, k, params)
+
+    def run_turn(
+        self,
+        session: GenerationSession | None,
+        prompt: Prompt,
+        max_new_tokens: int,
+        draft: DraftProposer | None = None,
+        k: int = 4,
+        params: SamplingParams | None = None,
+    ) -> GenerationSession:
+        """Decode the next dialogue turn to its end with one fixed draft (or target-only).
+
+        ``session=None`` opens the conversation; otherwise the turn continues ``session`` (its
+        cache kept, :meth:`GenerationSession.continue_with`). ``params=None`` means greedy for a
+        new conversation and the previous turn's settings for a continued one. Returns the session.
+        """
+        if session is None:
+            session = self.start(prompt, max_new_tokens, params or GREEDY)
+        else:
+            session.continue_with(prompt, max_new_tokens, params)
         while not session.done:
             session.step(draft, k)
         return session

@@ -157,15 +157,9 @@ def record_session(
     reasons: list[str] = []
     for turn in turns:
         start = len(session.token_ids) if session is not None else 0
-        if session is None:
-            session = engine.start(turn.prompt, turn.max_new_tokens)
-        else:
-            session.continue_with(turn.prompt, turn.max_new_tokens)
-        out_start = session.turn_start
         proposer = helper(turn) if helper is not None else None
-        while not session.done:
-            session.step(proposer, k)
-        bounds.append((start, out_start, len(session.token_ids)))
+        session = engine.run_turn(session, turn.prompt, turn.max_new_tokens, proposer, k)
+        bounds.append((start, session.turn_start, len(session.token_ids)))
         reasons.append(session.finish_reason or "length")
     assert session is not None
     ids = list(session.token_ids)

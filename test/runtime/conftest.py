@@ -64,11 +64,6 @@ def reference_outputs(world: TinyWorld) -> list[list[int]]:
     session = None
     outs = []
     for turn in DIALOGUE:
-        if session is None:
-            session = world.engine.start(turn.prompt, turn.max_new_tokens)
-        else:
-            session.continue_with(turn.prompt, turn.max_new_tokens)
-        while not session.done:
-            session.step(None)
+        session = world.engine.run_turn(session, turn.prompt, turn.max_new_tokens)
         outs.append(list(session.output_ids))
     return outs

@@ -39,12 +39,7 @@ def _turns():
 def _reference(engine) -> list[list[int]]:
     session, outs = None, []
     for t in _turns():
-        if session is None:
-            session = engine.start(t.prompt, t.max_new_tokens)
-        else:
-            session.continue_with(t.prompt, t.max_new_tokens)
-        while not session.done:
-            session.step(None)
+        session = engine.run_turn(session, t.prompt, t.max_new_tokens)
         outs.append(list(session.output_ids))
     return outs
 
