@@ -14,8 +14,8 @@ from transformers.utils import logging as hf_logging
 
 from training.paths import CHECKPOINT_DIR, TOKENIZER_DIR
 
-STAGES: tuple[str, ...] = ("corpora", "tokenizer", "target", "target_extend", "drafts", "distill",
-                           "export", "evaluate")
+STAGES: tuple[str, ...] = ("corpora", "tokenizer", "target", "target_extend", "target_polish",
+                           "drafts", "distill", "export", "evaluate")
 
 
 def _stage_corpora(force: bool) -> None:
@@ -32,6 +32,7 @@ def _stage_tokenizer(force: bool) -> None:
     for domain in DOMAINS:
         for split in ("train", "heldout"):
             token_stream(domain, tok, split)
+    token_stream("code", tok, "extra")
 
 
 def _stage_target(force: bool) -> None:
@@ -41,9 +42,14 @@ def _stage_target(force: bool) -> None:
 
 
 def _stage_target_extend(force: bool) -> None:
-    from training.members import TARGET_CHECKPOINT, extend_target
-    if force or not (CHECKPOINT_DIR / TARGET_CHECKPOINT / "train_stats.json").exists():
+    from training.members import extend_target
+    if force or not (CHECKPOINT_DIR / "target-extended" / "train_stats.json").exists():
         extend_target()
+
+
+def _stage_target_polish(force: bool) -> None:
+    from training.members import polish_target
+    polish_target(force)
 
 
 def _stage_drafts(force: bool) -> None:

@@ -16,7 +16,7 @@ from transformers import AutoModelForCausalLM, DynamicCache, PreTrainedModel
 
 from training.acceptance import acceptance_rate
 from training.data import token_stream
-from training.members import DRAFT_NAMES
+from training.members import DRAFT_NAMES, POLISH_CHECKPOINTS
 from training.paths import CHECKPOINT_DIR, DOMAINS, HELDOUT_DIR, ZOO_DIR
 from training.report import LOOP_RATIO, write_report
 from training.timing import step_ms
@@ -124,8 +124,11 @@ def evaluate_zoo() -> dict[str, object]:
         margins[d] = round(own - best_other, 4)
 
     losses = {"target": heldout_loss(target, tok)}
-    if (CHECKPOINT_DIR / "target" / "model.safetensors").exists():  # phase one, for comparison
-        losses["phase_one"] = heldout_loss(load(CHECKPOINT_DIR / "target"), tok)
+    earlier = [("phase_one", "target"), ("phase_two", "target-extended"),
+               *[(f"polish_{i + 1}", c) for i, c in enumerate(POLISH_CHECKPOINTS[:-1])]]
+    for key, checkpoint in earlier:
+        if (CHECKPOINT_DIR / checkpoint / "model.safetensors").exists():  # for comparison
+            losses[key] = heldout_loss(load(CHECKPOINT_DIR / checkpoint), tok)
     print(f"[evaluate] held-out loss: {losses}", flush=True)
 
     timing = {"target_1tok_ms": step_ms(target, 1), "target_verify5_ms": step_ms(target, 5)}

@@ -1,6 +1,7 @@
 """Recipes that turn shapes + data + budgets into trained zoo members (fp32 checkpoints)."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 from transformers import LlamaForCausalLM
 
@@ -18,8 +19,12 @@ from training.recipes import (
     TARGET_EXTEND_STEPS,
     TARGET_LR,
     TARGET_MIX,
+    TARGET_POLISH_CYCLES,
+    TARGET_POLISH_MIX,
     TARGET_SECONDS,
     TARGET_SEQ,
+    UNLIKELIHOOD_BATCH,
+    UNLIKELIHOOD_MIX,
     draft_mix,
 )
 from training.tokenizer import load_tokenizer
@@ -28,7 +33,11 @@ from training.train import TrainSpec, train
 DRAFT_NAMES: tuple[str, ...] = tuple(DRAFTS)
 DISTILLED_NAMES: tuple[str, ...] = tuple(n for n in DRAFT_NAMES if n != "general")
 SEED = 20240
-TARGET_CHECKPOINT = "target-extended"
+POLISH_CHECKPOINTS: tuple[str, ...] = tuple(
+    "target-polished" if i == 0 else f"target-polished-{i + 1}"
+    for i in range(len(TARGET_POLISH_CYCLES)))
+"""One checkpoint per unlikelihood cycle of phase three."""
+TARGET_CHECKPOINT = POLISH_CHECKPOINTS[-1]
 """The checkpoint the zoo's target is exported from and the drafts are distilled toward."""
 
 
@@ -39,9 +48,14 @@ def _new_model(shape: Shape, seed: int) -> LlamaForCausalLM:
                                          tok.pad_token_id))
 
 
-def _sampler(mix: dict[str, float], seq_len: int, batch: int, seed: int) -> WindowSampler:
+def _sampler(mix: dict[str, float], seq_len: int, batch: int, seed: int,
+             extra: bool = False) -> WindowSampler:
+    """Windows from the domains' train splits; ``extra`` adds the train-only extra code
+    (only the stages after it was introduced use it, so a rebuild reproduces the others)."""
     tok = load_tokenizer()
     streams = {d: token_stream(d, tok) for d in mix}
+    if extra and "code" in streams:
+        streams["code"] = np.concatenate([streams["code"], token_stream("code", tok, "extra")])
     return WindowSampler(streams, mix, seq_len, batch, seed)
 
 
@@ -60,7 +74,31 @@ def extend_target() -> dict[str, float]:
     spec = TrainSpec(0.0, TARGET_EXTEND_LR, TARGET_BATCH, TARGET_SEQ, seed,
                      steps=TARGET_EXTEND_STEPS, save_every=250)
     return train(model, _sampler(TARGET_MIX, TARGET_SEQ, TARGET_BATCH, seed), spec,
-                 CHECKPOINT_DIR / TARGET_CHECKPOINT, "target-extend")
+                 CHECKPOINT_DIR / "target-extended", "target-extend")
+
+
+def polish_target(force: bool = False) -> list[dict[str, float]]:
+    """Third phase: cycles of next-token steps (with the extra code) alternating with
+    sequence-level unlikelihood steps against greedy loops (``training/unlikelihood.py``).
+    A finished cycle (its ``train_stats.json`` exists) is skipped unless ``force``."""
+    from training.unlikelihood import PREFIX_TOKENS, UnlikelihoodObjective
+    tok = load_tokenizer()
+    stats, source = [], "target-extended"
+    for i, ((steps, lr), name) in enumerate(zip(TARGET_POLISH_CYCLES, POLISH_CHECKPOINTS,
+                                                 strict=True)):
+        out = CHECKPOINT_DIR / name
+        if force or not (out / "train_stats.json").exists():
+            model = LlamaForCausalLM.from_pretrained(CHECKPOINT_DIR / source, dtype=torch.float32)
+            seed = SEED + 70 + 10 * i
+            data = _sampler(TARGET_POLISH_MIX, TARGET_SEQ, TARGET_BATCH, seed, extra=True)
+            prefixes = _sampler(UNLIKELIHOOD_MIX, PREFIX_TOKENS - 1, UNLIKELIHOOD_BATCH, seed + 1,
+                                extra=True)
+            spec = TrainSpec(0.0, lr, TARGET_BATCH, TARGET_SEQ, seed, steps=steps,
+                             save_every=200)
+            objective = UnlikelihoodObjective(data, prefixes, tok.eos_token_id)
+            stats.append(train(model, objective, spec, out, f"target-polish-{i + 1}"))
+        source = name
+    return stats
 
 
 def train_draft(name: str) -> dict[str, float]:
@@ -84,5 +122,6 @@ def distill_draft(name: str) -> dict[str, float]:
                                                dtype=torch.float32)
     mix = draft_mix(name) if name != "general" else {d: 1.0 for d in DOMAINS}
     spec = TrainSpec(DISTILL_SECONDS, DISTILL_LR, DISTILL_BATCH, DISTILL_SEQ, seed, log_every=50)
-    return distill(student, teacher, _sampler(mix, DISTILL_SEQ, DISTILL_BATCH, seed), spec,
-                   CHECKPOINT_DIR / f"distilled-{name}", f"distill-{name}")
+    data = _sampler(mix, DISTILL_SEQ, DISTILL_BATCH, seed, extra=True)
+    return distill(student, teacher, data, spec, CHECKPOINT_DIR / f"distilled-{name}",
+                   f"distill-{name}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,9 +56,28 @@ def lm_loss(model: LlamaForCausalLM, batch: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
 
 
-def train(model: LlamaForCausalLM, sampler: WindowSampler, spec: TrainSpec,
+Objective = Callable[[LlamaForCausalLM, int], tuple[torch.Tensor, int]]
+"""One training step's loss: ``(model, step) -> (loss, tokens it trained on)``. Runs inside
+bf16 autocast; the loop owns the optimiser, schedule, clipping, logging and saving."""
+
+
+def next_token_objective(sampler: WindowSampler) -> Objective:
+    """Plain next-token cross-entropy on windows drawn from ``sampler``."""
+    def step_loss(model: LlamaForCausalLM, step: int) -> tuple[torch.Tensor, int]:
+        del step
+        batch = sampler.next()
+        return lm_loss(model, batch), batch.numel() - batch.size(0)
+    return step_loss
+
+
+def train(model: LlamaForCausalLM, objective: Objective | WindowSampler, spec: TrainSpec,
           out_dir: Path, name: str) -> dict[str, float]:
-    """Train until the budget is spent, save to ``out_dir``, return summary stats."""
+    """Train until the budget is spent, save to ``out_dir``, return summary stats.
+
+    ``objective`` is a step-loss function, or a window sampler for plain next-token training.
+    """
+    if isinstance(objective, WindowSampler):
+        objective = next_token_objective(objective)
     torch.manual_seed(spec.seed)
     model.train()
     opt = make_optimizer(model, spec.peak_lr)
@@ -67,15 +87,14 @@ def train(model: LlamaForCausalLM, sampler: WindowSampler, spec: TrainSpec,
         lr = lr_at(progress, spec.peak_lr)
         for g in opt.param_groups:
             g["lr"] = lr
-        batch = sampler.next()
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = lm_loss(model, batch)
+            loss, n_tokens = objective(model, step)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
-        tokens += batch.numel() - batch.size(0)
+        tokens += n_tokens
         ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
         if step % spec.log_every == 0:
             print(f"[train {name}] step {step} t={elapsed:.0f}s loss={ema:.3f} lr={lr:.2e} "

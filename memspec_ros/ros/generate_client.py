@@ -8,13 +8,16 @@ cancelled. The client node must be spun by an executor in another thread.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from action_msgs.msg import GoalStatus
 from memspec_interfaces.action import Generate
 from rclpy.action import ActionClient
 from rclpy.node import Node
+from unique_identifier_msgs.msg import UUID
 
 from memspec_ros.ros.qos import FEEDBACK_QOS, GOAL_SERVICE_QOS
 
@@ -52,6 +55,32 @@ class GenerationCall:
     _handle: object | None = None
     _responded: threading.Event = field(default_factory=threading.Event)
     _finished: threading.Event = field(default_factory=threading.Event)
+    _caught_up: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _forget: Callable[[], None] = field(default=lambda: None)
+    """Unregisters the call from its client's feedback routing (set by the client)."""
+
+    FEEDBACK_GRACE_S: ClassVar[float] = 2.0
+    """How long ``wait`` lets late feedback arrive after the result. Feedback (a topic) and
+    the result (a service response) travel on separate DDS channels, so the result of a short
+    generation can overtake its last feedback messages."""
+
+    def _on_feedback(self, feedback: Generate.Feedback) -> None:
+        with self._lock:
+            self.feedback.append(feedback)
+            self._check_caught_up()
+
+    def _on_result(self, result: Generate.Result, status: int) -> None:
+        with self._lock:
+            self.result, self.status = result, status
+            self._check_caught_up()
+        self._finished.set()
+
+    def _check_caught_up(self) -> None:
+        # text, not token counts: tokens that decode to no text (EOS) send no feedback
+        if self.result is not None and len(self.streamed_text) >= len(self.result.text):
+            self._caught_up.set()
+            self._forget()
 
     def wait_accepted(self, timeout_s: float = 30.0) -> bool:
         """Wait for the server's accept/reject answer; True if accepted."""
@@ -65,6 +94,8 @@ class GenerationCall:
             raise RuntimeError("goal was rejected")
         if not self._finished.wait(timeout_s):
             raise TimeoutError(f"no result within {timeout_s:.0f} s")
+        if not self._caught_up.wait(self.FEEDBACK_GRACE_S):  # feedback is best effort
+            self._forget()
         assert self.result is not None
         return self.result
 
@@ -84,11 +115,33 @@ class GenerationCall:
 
 
 class GenerateClient:
-    """Send Generate goals to ``action_name`` and follow them."""
+    """Send Generate goals to ``action_name`` and follow them.
+
+    Feedback is read from the action's feedback topic by a subscription of this client, not
+    through ``ActionClient``'s feedback callbacks: rclpy drops a goal's feedback callback as
+    soon as its result arrives, and the result of a fast generation regularly overtakes the
+    last feedback messages (separate DDS channels), which silently cut the streamed text short.
+    """
 
     def __init__(self, node: Node, action_name: str = "/memspec/generate") -> None:
+        self._node = node
         self._client = ActionClient(node, Generate, action_name, feedback_sub_qos_profile=FEEDBACK_QOS,
                                     goal_service_qos_profile=GOAL_SERVICE_QOS)
+        self._calls: dict[bytes, tuple[GenerationCall, Callable[[Generate.Feedback], None] | None]] = {}
+        self._calls_lock = threading.Lock()
+        self._feedback_sub = node.create_subscription(
+            Generate.Impl.FeedbackMessage, f"{action_name.rstrip('/')}/_action/feedback",
+            self._on_feedback_message, FEEDBACK_QOS)
+
+    def _on_feedback_message(self, msg: Generate.Impl.FeedbackMessage) -> None:
+        with self._calls_lock:
+            entry = self._calls.get(bytes(msg.goal_id.uuid))
+        if entry is None:
+            return  # another client's goal, or one this client has finished with
+        call, on_feedback = entry
+        call._on_feedback(msg.feedback)
+        if on_feedback is not None:
+            on_feedback(msg.feedback)
 
     def wait_for_server(self, timeout_s: float = 30.0) -> bool:
         return self._client.wait_for_server(timeout_sec=timeout_s)
@@ -98,16 +151,15 @@ class GenerateClient:
     ) -> GenerationCall:
         """Send a goal; returns immediately with a call object to wait on."""
         call = GenerationCall()
-
-        def feedback_cb(msg: Generate.Impl.FeedbackMessage) -> None:
-            call.feedback.append(msg.feedback)
-            if on_feedback is not None:
-                on_feedback(msg.feedback)
+        goal_id = UUID(uuid=list(uuid.uuid4().bytes))
+        key = bytes(goal_id.uuid)
+        with self._calls_lock:  # registered before sending: no feedback can precede it
+            self._calls[key] = (call, on_feedback)
+        call._forget = lambda: self._forget(key)
 
         def result_cb(future) -> None:
             response = future.result()
-            call.result, call.status = response.result, response.status
-            call._finished.set()
+            call._on_result(response.result, response.status)
 
         def goal_cb(future) -> None:
             handle = future.result()
@@ -115,9 +167,15 @@ class GenerateClient:
             call._responded.set()
             if handle.accepted:
                 handle.get_result_async().add_done_callback(result_cb)
+            else:
+                self._forget(key)
 
-        self._client.send_goal_async(goal, feedback_callback=feedback_cb).add_done_callback(goal_cb)
+        self._client.send_goal_async(goal, goal_uuid=goal_id).add_done_callback(goal_cb)
         return call
+
+    def _forget(self, key: bytes) -> None:
+        with self._calls_lock:
+            self._calls.pop(key, None)
 
     def generate(self, goal: Generate.Goal, timeout_s: float = 300.0) -> GenerationCall:
         """Send a goal and wait for its result (raises if rejected)."""
@@ -126,4 +184,5 @@ class GenerateClient:
         return call
 
     def destroy(self) -> None:
+        self._node.destroy_subscription(self._feedback_sub)
         self._client.destroy()

@@ -12,7 +12,7 @@ SEED = 1234
 
 
 def corpus_path(domain: str, split: str) -> Path:
-    """Path of a domain's split file (``split`` is ``train`` or ``heldout``)."""
+    """Path of a domain's split file (``train``, ``heldout``, or the train-only ``extra``)."""
     return CORPUS_DIR / f"{domain}.{split}.jsonl"
 
 
@@ -29,3 +29,15 @@ def build_all(force: bool = False) -> None:
         write_jsonl(corpus_path(domain, "heldout"), held)
         print(f"[corpus] {domain}: {len(train)} train / {len(held)} held-out docs, "
               f"{sum(map(len, docs)) / 1e6:.2f} MB, {time.time() - t0:.0f} s", flush=True)
+    build_extra(force)
+
+
+def build_extra(force: bool = False) -> None:
+    """Write the train-only extra corpora (``<domain>.extra.jsonl``, outside the split)."""
+    from training.corpora.code import build_extra_documents
+    path = corpus_path("code", "extra")
+    if force or not path.exists():
+        docs = build_extra_documents()
+        write_jsonl(path, docs)
+        print(f"[corpus] code extra (train only): {len(docs)} docs, "
+              f"{sum(map(len, docs)) / 1e6:.2f} MB", flush=True)
