@@ -98,8 +98,8 @@ def test_zoo_target_repetition_matches_published_figures(zoo_engine):
     equals the recorded count, and no domain has more than one such prompt."""
     engine, _ = zoo_engine
     path = ZOO.parent / "heldout" / "prompts.jsonl"
-    if not path.exists() or not (ZOO / "acceptance_matrix.json").exists():
-        pytest.skip(f"no held-out prompts or evaluation record beside the zoo ({ZOO})")
+    assert path.exists() and (ZOO / "acceptance_matrix.json").exists(), \
+        f"the zoo at {ZOO} lacks its held-out prompts or evaluation record (training.build_zoo writes both)"
     recorded = json.loads((ZOO / "acceptance_matrix.json").read_text())["target_repetition"]
     loops: dict[str, list[str]] = {d: [] for d in recorded}
     for row in map(json.loads, path.read_text().splitlines()):
