@@ -78,7 +78,8 @@ def limitations(result: dict, samples: dict[str, list[dict]]) -> list[str]:
                if looping else "no greedy continuation of a held-out prompt loops (every distinct-4gram "
                f"ratio >= {LOOP_RATIO})")
     return [
-        f"The target is small (17M params) and saw {tokens:.1f}M training tokens on 2 CPU cores "
+        f"The target is small (17M params) and trained on {tokens:.1f}M tokens (counting its own "
+        f"continuations in the unlikelihood steps) on 2 CPU cores "
         f"({steps} steps); {quality}. Code is the weakest domain (highest held-out loss); "
         "before phase three most code prompts that looped repeated an import line (`import sys` "
         "x20), the classic greedy attractor of a small model.",
