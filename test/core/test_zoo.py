@@ -20,6 +20,8 @@ from memspec_ros.core.model_loading import (
     weights_nbytes,
 )
 from memspec_ros.core.sampling import GREEDY, SamplingParams
+from training.evaluate import distinct_ngram_ratio
+from training.report import LOOP_RATIO
 
 PROMPTS = {
     "robot": "USER: Please bring the red cup to the kitchen.\nROBOT:",
@@ -85,11 +87,6 @@ def test_zoo_sizes_and_byte_loading(zoo_engine):
         torch.testing.assert_close(built(ids).logits, drafts["code"].model(ids).logits)
 
 
-def _distinct_4gram_ratio(tokens: list[int]) -> float:
-    grams = [tuple(tokens[i:i + 4]) for i in range(len(tokens) - 3)]
-    return len(set(grams)) / len(grams) if grams else 1.0
-
-
 def test_zoo_target_repetition_matches_published_figures(zoo_engine):
     """The target's greedy quality as published in ``docs/zoo.md`` holds for the shipped
     weights, decoded with plain ``transformers.generate`` through the public loading code: per
@@ -104,7 +101,7 @@ def test_zoo_target_repetition_matches_published_figures(zoo_engine):
     loops: dict[str, list[str]] = {d: [] for d in recorded}
     for row in map(json.loads, path.read_text().splitlines()):
         out = [t for t in engine.target_greedy(row["prompt"], 64) if t not in engine.eos_token_ids]
-        if _distinct_4gram_ratio(out) < 0.5:
+        if distinct_ngram_ratio(out) < LOOP_RATIO:
             loops[row["domain"]].append(engine.tokenizer.decode(out)[:80])
     assert {d: len(v) for d, v in loops.items()} == {d: r["loops"] for d, r in recorded.items()}, \
         loops
