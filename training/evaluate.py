@@ -149,7 +149,10 @@ def evaluate_zoo() -> dict[str, object]:
         "target_repetition": {d: {"prompts": len(samples[d]),
                                   "mean_distinct4": round(sum(x["distinct4"] for x in samples[d])
                                                           / max(1, len(samples[d])), 3),
-                                  "loops": sum(x["distinct4"] < LOOP_RATIO for x in samples[d])}
+                                  "loops": sum(x["distinct4"] < LOOP_RATIO for x in samples[d]),
+                                  "mean_tokens": round(sum(x["tokens"] for x in samples[d])
+                                                       / max(1, len(samples[d])), 1),
+                                  "ended_at_once": sum(x["tokens"] == 0 for x in samples[d])}
                               for d in DOMAINS},
         "timing_ms": timing, "target_trace_seconds": round(gen_s, 1),
     }

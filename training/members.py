@@ -24,7 +24,6 @@ from training.recipes import (
     TARGET_SECONDS,
     TARGET_SEQ,
     UNLIKELIHOOD_BATCH,
-    UNLIKELIHOOD_MIX,
     draft_mix,
 )
 from training.tokenizer import load_tokenizer
@@ -84,14 +83,14 @@ def polish_target(force: bool = False) -> list[dict[str, float]]:
     from training.unlikelihood import PREFIX_TOKENS, UnlikelihoodObjective
     tok = load_tokenizer()
     stats, source = [], "target-extended"
-    for i, ((steps, lr), name) in enumerate(zip(TARGET_POLISH_CYCLES, POLISH_CHECKPOINTS,
+    for i, ((steps, lr, loop_mix), name) in enumerate(zip(TARGET_POLISH_CYCLES, POLISH_CHECKPOINTS,
                                                  strict=True)):
         out = CHECKPOINT_DIR / name
         if force or not (out / "train_stats.json").exists():
             model = LlamaForCausalLM.from_pretrained(CHECKPOINT_DIR / source, dtype=torch.float32)
             seed = SEED + 70 + 10 * i
             data = _sampler(TARGET_POLISH_MIX, TARGET_SEQ, TARGET_BATCH, seed, extra=True)
-            prefixes = _sampler(UNLIKELIHOOD_MIX, PREFIX_TOKENS - 1, UNLIKELIHOOD_BATCH, seed + 1,
+            prefixes = _sampler(loop_mix, PREFIX_TOKENS - 1, UNLIKELIHOOD_BATCH, seed + 1,
                                 extra=True)
             spec = TrainSpec(0.0, lr, TARGET_BATCH, TARGET_SEQ, seed, steps=steps,
                              save_every=200)

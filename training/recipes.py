@@ -1,6 +1,6 @@
 """Training budgets and data mixes of every zoo member (the numbers that define the zoo).
 
-Budgets add up to a ~3.2-hour build on an idle 2-core CPU (target ~34 + ~76 + ~38 min, drafts
+Budgets add up to a ~3.7-hour build on an idle 2-core CPU (target ~34 + ~76 + ~70 min, drafts
 ~9 min, distillation ~13 min, evaluation ~3 min): the target gets most of the time because its quality
 bounds every draft's acceptance and the product's answers; drafts are small and learn fast. The
 target's mix is weighted toward the hard domains (code, prose, legal), where a weak target
@@ -9,6 +9,7 @@ degenerates into loops; robot and math are regular enough to need little data.
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 from training.paths import DOMAINS
 
@@ -29,22 +30,34 @@ prompts; this phase adds ~10M tokens. A *step* budget, unlike phase one's wall-c
 busy machine makes it slower rather than weaker."""
 TARGET_EXTEND_LR = 6e-4
 
-TARGET_POLISH_CYCLES: tuple[tuple[int, float], ...] = (
-    (max(2, round(2000 * TIME_SCALE)), 3e-4),
-    (max(2, round(600 * TIME_SCALE)), 1.5e-4),
+
+class PolishCycle(NamedTuple):
+    """One cosine cycle of the target's third phase."""
+
+    steps: int
+    lr: float
+    """Peak learning rate."""
+    loop_mix: dict[str, float]
+    """Where the unlikelihood steps' greedy-loop prefixes come from. Only domains whose
+    held-out prompts looped: robot and math text is templated (repeated 4-grams are correct
+    there) and never looped."""
+
+
+TARGET_POLISH_CYCLES: tuple[PolishCycle, ...] = (
+    PolishCycle(max(2, round(2000 * TIME_SCALE)), 3e-4, {"code": 0.4, "prose": 0.3, "legal": 0.3}),
+    PolishCycle(max(2, round(600 * TIME_SCALE)), 1.5e-4, {"code": 0.4, "prose": 0.3, "legal": 0.3}),
+    PolishCycle(max(2, round(1000 * TIME_SCALE)), 1.5e-4, {"code": 0.6, "prose": 0.2, "legal": 0.2}),
 )
-"""Third phase (``target_polish`` stage), as (steps, peak lr) cosine cycles, each a warm restart
-from the previous one: next-token steps on the mix with the extra train-only stdlib code,
-alternating with sequence-level unlikelihood steps on the target's own greedy continuations
+"""Third phase (``target_polish`` stage): cosine cycles, each a warm restart from the previous
+one, of next-token steps on the mix with the extra train-only stdlib code alternating with
+sequence-level unlikelihood steps on the target's own greedy continuations
 (``training/unlikelihood.py``). After phase two the target looped on 9/24 held-out code, 3/24
-prose and 2/24 legal prompts; after the first cycle on 1/24 code prompts, hence a second, shorter
-and gentler cycle. Step budgets, like phase two."""
+prose and 2/24 legal prompts; after the first cycle on 1/24 code prompts, and the second,
+shorter and gentler cycle did not clear that one (a list of repeated strings), hence a third
+whose loop prefixes lean toward code. Step budgets, like phase two."""
 TARGET_POLISH_MIX: dict[str, float] = {"code": 0.30, "prose": 0.25, "legal": 0.20,
                                        "math": 0.12, "robot": 0.13}
 """The same mix as before; the code share now draws from the train split plus the extra code."""
-UNLIKELIHOOD_MIX: dict[str, float] = {"code": 0.4, "prose": 0.3, "legal": 0.3}
-"""Where the greedy-loop prefixes come from: the domains whose held-out prompts looped. Robot
-and math text is templated (repeated 4-grams are correct there) and did not loop."""
 UNLIKELIHOOD_BATCH = 8
 
 DRAFT_SECONDS = 100.0 * TIME_SCALE

@@ -91,6 +91,11 @@ def limitations(result: dict, samples: dict[str, list[dict]]) -> list[str]:
     ]
 
 
+def _mix_text(mix: dict[str, float]) -> str:
+    """``{"code": 0.6, "legal": 0.4}`` as ``60% code, 40% legal``."""
+    return ", ".join(f"{share:.0%} {domain}" for domain, share in mix.items())
+
+
 def _mb(n: float) -> str:
     return f"{n / 1e6:.2f}"
 
@@ -153,11 +158,16 @@ def _fence(text: str) -> str:
 
 
 def _sample_section(samples: dict[str, list[dict]]) -> list[str]:
-    out = [f"| domain | mean distinct-4gram ratio | continuations with ratio < {LOOP_RATIO} (loops) |",
-           "|---|---|---|"]
+    out = [f"| domain | mean distinct-4gram ratio | continuations with ratio < {LOOP_RATIO} (loops) "
+           "| mean length (tokens) | ended at once (EOS first) |", "|---|---|---|---|---|"]
     for d in DOMAINS:
         r = [s["distinct4"] for s in samples[d]]
-        out.append(f"| {d} | {sum(r) / len(r):.3f} | {sum(x < LOOP_RATIO for x in r)} / {len(r)} |")
+        n = [s["tokens"] for s in samples[d]]
+        out.append(f"| {d} | {sum(r) / len(r):.3f} | {sum(x < LOOP_RATIO for x in r)} / {len(r)} "
+                   f"| {sum(n) / len(n):.1f} | {sum(x == 0 for x in n)} / {len(n)} |")
+    out += ["", "Lengths are reported beside the loop count because a model can avoid loops by "
+            "stopping early; an empty continuation counts as loop-free. Prose prompts are "
+            "fortune quotes, often complete ones, so their continuations end early by nature."]
     out.append("")
     for d in DOMAINS:
         out.append(f"### {d}")
@@ -207,17 +217,19 @@ def write_report(result: dict, samples: dict[str, list[dict]], path: Path = DOCS
         f"shrink it), a fresh cosine cycle at peak lr {recipes.TARGET_EXTEND_LR}, a new data "
         "order. Phase one alone (2.6M tokens) left the target looping on code, legal and prose.",
         "- Target phase three (`target_polish` stage, `training/unlikelihood.py`): cosine "
-        "cycles of " + " and ".join(f"{n} steps at peak lr {lr}"
-                                    for n, lr in recipes.TARGET_POLISH_CYCLES)
-        + " (each a warm restart from the previous one), alternating "
+        "cycles of " + ", then ".join(
+            f"{c.steps} steps at peak lr {c.lr} (loop prefixes {_mix_text(c.loop_mix)})"
+            for c in recipes.TARGET_POLISH_CYCLES)
+        + ", each a warm restart from the previous one. Each alternates "
         "next-token steps on the same mix (its code share now also draws on ~6 MB of train-only "
         "stdlib code past the corpus cap) with **sequence-level unlikelihood** steps (Welleck et "
         "al., 2019): the target continues training-text prefixes of code, legal and prose "
         f"greedily ({recipes.UNLIKELIHOOD_BATCH} x 64 tokens) and every token of a 4-gram it "
         "already produced in that continuation gets the loss -log(1 - p). After phase two the "
         "target still looped on 9/24 code, 3/24 prose and 2/24 legal held-out prompts; after "
-        "the first cycle on 1/24 code prompts (a two-line `if ...: return True` cycle), hence "
-        "the second, shorter and gentler cycle.",
+        "the first cycle on 1/24 code prompts (a two-line `if ...: return True` cycle). The "
+        "second, shorter and gentler cycle did not clear the last one (a list of repeated "
+        "strings), hence the third, whose loop prefixes lean toward code.",
         f"- Drafts: from scratch on their own domain ({recipes.DRAFT_SECONDS:.0f} s, batch "
         f"{recipes.DRAFT_BATCH} x {recipes.DRAFT_SEQ}, lr {recipes.DRAFT_LR}); `general` is "
         f"the deliberately mediocre baseline: hidden 80, an equal mix of all five domains, "
