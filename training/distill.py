@@ -11,14 +11,22 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from transformers import LlamaForCausalLM
 
-from training.data import WindowSampler
 from training.schedule import lr_at
 from training.train import TrainSpec, make_optimizer
+
+
+class BatchSource(Protocol):
+    """Anything that hands out ``(batch, seq_len + 1)`` token batches: corpus windows
+    (:class:`training.data.WindowSampler`) or the target's continuations
+    (:class:`training.target_continuations.ContinuationPool`)."""
+
+    def next(self) -> torch.Tensor: ...
 
 
 def kl_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
@@ -28,7 +36,7 @@ def kl_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch
     return F.kl_div(s, t, log_target=True, reduction="batchmean")
 
 
-def distill(student: LlamaForCausalLM, teacher: LlamaForCausalLM, sampler: WindowSampler,
+def distill(student: LlamaForCausalLM, teacher: LlamaForCausalLM, sampler: BatchSource,
             spec: TrainSpec, out_dir: Path, name: str) -> dict[str, float]:
     """Run KL distillation for ``spec.seconds``, save the student, return summary stats."""
     torch.manual_seed(spec.seed)

@@ -111,9 +111,20 @@ def train_draft(name: str) -> dict[str, float]:
 
 
 def distill_draft(name: str) -> dict[str, float]:
-    """Fine-tune a trained draft toward the target's distribution on its own data."""
+    """Fine-tune a trained draft toward the target's distribution: first on its own corpus
+    data, then on the target's greedy continuations of prefixes of that data."""
     from training.distill import distill
-    from training.recipes import DISTILL_BATCH, DISTILL_LR, DISTILL_SECONDS, DISTILL_SEQ
+    from training.recipes import (
+        CONTINUATION_BATCHES,
+        CONTINUATION_NEW_TOKENS,
+        CONTINUATION_PREFIX,
+        CONTINUATION_SECONDS,
+        DISTILL_BATCH,
+        DISTILL_LR,
+        DISTILL_SECONDS,
+        DISTILL_SEQ,
+    )
+    from training.target_continuations import ContinuationPool
     seed = SEED + 100 + list(DRAFT_NAMES).index(name)
     student = LlamaForCausalLM.from_pretrained(CHECKPOINT_DIR / f"draft-{name}",
                                                dtype=torch.float32)
@@ -122,5 +133,13 @@ def distill_draft(name: str) -> dict[str, float]:
     mix = draft_mix(name) if name != "general" else {d: 1.0 for d in DOMAINS}
     spec = TrainSpec(DISTILL_SECONDS, DISTILL_LR, DISTILL_BATCH, DISTILL_SEQ, seed, log_every=50)
     data = _sampler(mix, DISTILL_SEQ, DISTILL_BATCH, seed, extra=True)
-    return distill(student, teacher, data, spec, CHECKPOINT_DIR / f"distilled-{name}",
-                   f"distill-{name}")
+    distill(student, teacher, data, spec, CHECKPOINT_DIR / f"distilled-{name}-corpus",
+            f"distill-{name}")
+    teacher.eval()
+    prefixes = _sampler(mix, CONTINUATION_PREFIX - 1, 16, seed + 1, extra=True)
+    pool = ContinuationPool(teacher, prefixes, CONTINUATION_BATCHES, CONTINUATION_NEW_TOKENS,
+                            DISTILL_BATCH, seed + 2)
+    spec = TrainSpec(CONTINUATION_SECONDS, DISTILL_LR, DISTILL_BATCH, DISTILL_SEQ, seed + 3,
+                     log_every=50)
+    return distill(student, teacher, pool, spec, CHECKPOINT_DIR / f"distilled-{name}",
+                   f"distill-{name}-continuations")

@@ -1,7 +1,7 @@
 """Training budgets and data mixes of every zoo member (the numbers that define the zoo).
 
-Budgets add up to a ~3.7-hour build on an idle 2-core CPU (target ~34 + ~76 + ~70 min, drafts
-~9 min, distillation ~13 min, evaluation ~3 min): the target gets most of the time because its quality
+Budgets add up to a ~3.9-hour build on an idle 2-core CPU (target ~34 + ~76 + ~70 min, drafts
+~9 min, distillation ~26 min in two phases, evaluation ~3 min): the target gets most of the time because its quality
 bounds every draft's acceptance and the product's answers; drafts are small and learn fast. The
 target's mix is weighted toward the hard domains (code, prose, legal), where a weak target
 degenerates into loops; robot and math are regular enough to need little data.
@@ -75,6 +75,15 @@ own-domain acceptance (0.25-0.34 toward the phase-one target), so they get more 
 DISTILL_LR = 1e-3
 DISTILL_BATCH = 8
 DISTILL_SEQ = 128
+
+CONTINUATION_SECONDS = 120.0 * TIME_SCALE
+"""Second distillation phase of each specialist, on the target's own greedy continuations of
+training prefixes (``training/target_continuations.py``), after the corpus phase above."""
+CONTINUATION_PREFIX = 32
+CONTINUATION_NEW_TOKENS = 96
+"""Prefix + continuation = 128 tokens, the corpus phase's window length."""
+CONTINUATION_BATCHES = max(1, round(20 * TIME_SCALE))
+"""Pool size in generation batches of 16 rows (320 rows, ~31k continuation tokens)."""
 
 
 def draft_mix(name: str) -> dict[str, float]:

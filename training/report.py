@@ -133,9 +133,12 @@ def _member_rows(catalogue: dict) -> tuple[list[str], int]:
                     trained += (f" + {ext.get('seconds', 0):.0f} s, "
                                 f"{ext.get('tokens', 0) / 1e6:.2f}M tok")
         else:
-            ds = _stats(f"distilled-{short}")
-        if ds:
-            trained += f" + {ds.get('seconds', 0):.0f} s KL distill"
+            corpus, ds = _stats(f"distilled-{short}-corpus"), _stats(f"distilled-{short}")
+            if corpus:
+                trained += (f" + {corpus.get('seconds', 0):.0f} s KL distill on corpus"
+                            f" + {ds.get('seconds', 0):.0f} s on target continuations")
+            elif ds:
+                trained += f" + {ds.get('seconds', 0):.0f} s KL distill"
         rows.append(f"| {m['name']} | {m['domain']} | {m['params'] / 1e6:.2f}M | "
                     f"{m['hidden_size']} | {m['layers']} | {_mb(m['weights_bytes'])} | {trained} |")
     return rows, total
@@ -238,7 +241,12 @@ def write_report(result: dict, samples: dict[str, list[dict]], path: Path = DOCS
         "the small target's generic habits as well as they did).",
         f"- Specialists are then KL-distilled toward the target on their own data "
         f"({recipes.DISTILL_SECONDS:.0f} s, lr {recipes.DISTILL_LR}; the code draft's data "
-        "includes the train-only extra code).",
+        "includes the train-only extra code), then for "
+        f"{recipes.CONTINUATION_SECONDS:.0f} s more on the target's own greedy continuations "
+        f"({recipes.CONTINUATION_NEW_TOKENS} tokens) of {recipes.CONTINUATION_BATCHES * 16} "
+        f"{recipes.CONTINUATION_PREFIX}-token prefixes of that data "
+        "(`training/target_continuations.py`): the draft must predict the target's text, "
+        "not the corpus's.",
         "- Seeds are fixed everywhere (corpus generation, split, init, batch sampling); the "
         "budgets are wall-clock except the target's second and third phases, so step counts "
         "vary slightly between machines.", "",
