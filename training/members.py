@@ -135,7 +135,6 @@ def distill_draft(name: str) -> dict[str, float]:
     data = _sampler(mix, DISTILL_SEQ, DISTILL_BATCH, seed, extra=True)
     distill(student, teacher, data, spec, CHECKPOINT_DIR / f"distilled-{name}-corpus",
             f"distill-{name}")
-    teacher.eval()
     prefixes = _sampler(mix, CONTINUATION_PREFIX - 1, 16, seed + 1, extra=True)
     pool = ContinuationPool(teacher, prefixes, CONTINUATION_BATCHES, CONTINUATION_NEW_TOKENS,
                             DISTILL_BATCH, seed + 2)

@@ -73,4 +73,3 @@ def test_distilling_on_the_pool_raises_agreement_with_the_target(tmp_path: Path)
     spec = TrainSpec(3.0, 1e-2, 8, PREFIX + NEW - 1, 0, log_every=10_000)
     distill(student, target, pool, spec, tmp_path / "student", "test")
     assert agreement() > before + 0.1
-
