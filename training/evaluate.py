@@ -16,9 +16,9 @@ from transformers import AutoModelForCausalLM, DynamicCache, PreTrainedModel
 
 from training.acceptance import acceptance_rate
 from training.data import token_stream
-from training.members import DRAFT_NAMES, POLISH_CHECKPOINTS
+from training.members import DRAFT_NAMES
 from training.paths import CHECKPOINT_DIR, DOMAINS, HELDOUT_DIR, ZOO_DIR
-from training.report import LOOP_RATIO, write_report
+from training.report import LOOP_RATIO, PHASES, write_report
 from training.timing import step_ms
 from training.tokenizer import load_tokenizer
 
@@ -124,9 +124,7 @@ def evaluate_zoo() -> dict[str, object]:
         margins[d] = round(own - best_other, 4)
 
     losses = {"target": heldout_loss(target, tok)}
-    earlier = [("phase_one", "target"), ("phase_two", "target-extended"),
-               *[(f"polish_{i + 1}", c) for i, c in enumerate(POLISH_CHECKPOINTS[:-1])]]
-    for key, checkpoint in earlier:
+    for key, checkpoint in PHASES[:-1]:  # the earlier training runs of the target
         if (CHECKPOINT_DIR / checkpoint / "model.safetensors").exists():  # for comparison
             losses[key] = heldout_loss(load(CHECKPOINT_DIR / checkpoint), tok)
     print(f"[evaluate] held-out loss: {losses}", flush=True)

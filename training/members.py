@@ -116,6 +116,7 @@ def distill_draft(name: str) -> dict[str, float]:
     from training.distill import distill
     from training.recipes import (
         CONTINUATION_BATCHES,
+        CONTINUATION_GENERATION_BATCH,
         CONTINUATION_NEW_TOKENS,
         CONTINUATION_PREFIX,
         CONTINUATION_SECONDS,
@@ -135,7 +136,8 @@ def distill_draft(name: str) -> dict[str, float]:
     data = _sampler(mix, DISTILL_SEQ, DISTILL_BATCH, seed, extra=True)
     distill(student, teacher, data, spec, CHECKPOINT_DIR / f"distilled-{name}-corpus",
             f"distill-{name}")
-    prefixes = _sampler(mix, CONTINUATION_PREFIX - 1, 16, seed + 1, extra=True)
+    prefixes = _sampler(mix, CONTINUATION_PREFIX - 1, CONTINUATION_GENERATION_BATCH, seed + 1,
+                        extra=True)
     pool = ContinuationPool(teacher, prefixes, CONTINUATION_BATCHES, CONTINUATION_NEW_TOKENS,
                             DISTILL_BATCH, seed + 2)
     spec = TrainSpec(CONTINUATION_SECONDS, DISTILL_LR, DISTILL_BATCH, DISTILL_SEQ, seed + 3,

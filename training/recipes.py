@@ -82,8 +82,10 @@ training prefixes (``training/target_continuations.py``), after the corpus phase
 CONTINUATION_PREFIX = 32
 CONTINUATION_NEW_TOKENS = 96
 """Prefix + continuation = 128 tokens, the corpus phase's window length."""
+CONTINUATION_GENERATION_BATCH = 16
+"""Rows the target continues at once while filling the pool."""
 CONTINUATION_BATCHES = max(1, round(20 * TIME_SCALE))
-"""Pool size in generation batches of 16 rows (320 rows, ~31k continuation tokens)."""
+"""Pool size in generation batches (20 x 16 = 320 rows, ~31k continuation tokens)."""
 
 
 def draft_mix(name: str) -> dict[str, float]:

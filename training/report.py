@@ -124,7 +124,7 @@ def _member_rows(catalogue: dict) -> tuple[list[str], int]:
         dir_bytes = sum(p.stat().st_size for p in (ZOO_DIR / m["name"]).iterdir())
         total += dir_bytes
         short = m["name"].removeprefix("draft-")
-        st, ds = _stats(m["name"] if m["name"] == "target" else f"draft-{short}"), {}
+        st = _stats(m["name"] if m["name"] == "target" else f"draft-{short}")
         trained = f"{st.get('seconds', 0):.0f} s, {st.get('tokens', 0) / 1e6:.2f}M tok"
         if m["name"] == "target":
             for _, checkpoint in PHASES[1:]:
@@ -133,12 +133,10 @@ def _member_rows(catalogue: dict) -> tuple[list[str], int]:
                     trained += (f" + {ext.get('seconds', 0):.0f} s, "
                                 f"{ext.get('tokens', 0) / 1e6:.2f}M tok")
         else:
-            corpus, ds = _stats(f"distilled-{short}-corpus"), _stats(f"distilled-{short}")
-            if corpus:
-                trained += (f" + {corpus.get('seconds', 0):.0f} s KL distill on corpus"
-                            f" + {ds.get('seconds', 0):.0f} s on target continuations")
-            elif ds:
-                trained += f" + {ds.get('seconds', 0):.0f} s KL distill"
+            ds = _stats(f"distilled-{short}")
+            if ds:
+                trained += (f" + {_stats(f'distilled-{short}-corpus').get('seconds', 0):.0f} s KL "
+                            f"distill on corpus + {ds.get('seconds', 0):.0f} s on target continuations")
         rows.append(f"| {m['name']} | {m['domain']} | {m['params'] / 1e6:.2f}M | "
                     f"{m['hidden_size']} | {m['layers']} | {_mb(m['weights_bytes'])} | {trained} |")
     return rows, total
@@ -243,7 +241,8 @@ def write_report(result: dict, samples: dict[str, list[dict]], path: Path = DOCS
         f"({recipes.DISTILL_SECONDS:.0f} s, lr {recipes.DISTILL_LR}; the code draft's data "
         "includes the train-only extra code), then for "
         f"{recipes.CONTINUATION_SECONDS:.0f} s more on the target's own greedy continuations "
-        f"({recipes.CONTINUATION_NEW_TOKENS} tokens) of {recipes.CONTINUATION_BATCHES * 16} "
+        f"({recipes.CONTINUATION_NEW_TOKENS} tokens) of "
+        f"{recipes.CONTINUATION_BATCHES * recipes.CONTINUATION_GENERATION_BATCH} "
         f"{recipes.CONTINUATION_PREFIX}-token prefixes of that data "
         "(`training/target_continuations.py`): the draft must predict the target's text, "
         "not the corpus's.",
