@@ -1,10 +1,25 @@
 """ament_python build of memspec_ros (also installable with pip for development)."""
 
 from glob import glob
+from pathlib import Path
 
 from setuptools import find_packages, setup
 
 PACKAGE = "memspec_ros"
+
+
+def tree_data_files(root: str) -> list[tuple[str, list[str]]]:
+    """data_files entries installing every file under ``root`` into share/<package>/<root>.
+
+    A plain ``colcon build`` (no symlink install) copies only what data_files names, and the
+    node finds the bundled zoo in the share directory (memspec_ros/bundled_zoo.py), so the
+    whole folder tree is listed, one entry per directory.
+    """
+    entries: dict[str, list[str]] = {}
+    for path in sorted(Path(root).rglob("*")):
+        if path.is_file():
+            entries.setdefault(f"share/{PACKAGE}/{path.parent.as_posix()}", []).append(path.as_posix())
+    return sorted(entries.items())
 
 setup(
     name=PACKAGE,
@@ -15,6 +30,7 @@ setup(
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
+        *tree_data_files("models/zoo"),
     ],
     install_requires=["setuptools"],
     zip_safe=False,

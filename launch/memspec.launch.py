@@ -2,10 +2,13 @@
 
 Usage on a robot:
     ros2 launch memspec_ros memspec.launch.py params_file:=/path/to/memspec.yaml
+    ros2 launch memspec_ros memspec.launch.py policy:=reactive   # override one parameter
 
-The node is a lifecycle node: the launch file drives configure and then activate with
-lifecycle events (the standard launch_ros pattern), so a failed configure shows in the
-launch log with the node's reason and the node stays up in 'unconfigured'.
+The params file is the robot's configuration: a launch argument such as ``policy``
+overrides it only when passed (memspec_ros/ros/launch_arguments.py). The node is a
+lifecycle node: the launch file drives configure and then activate with lifecycle events
+(the standard launch_ros pattern), so a failed configure shows in the launch log with the
+node's reason and the node stays up in 'unconfigured'.
 """
 
 import os
@@ -20,27 +23,21 @@ import lifecycle_msgs.msg
 from ament_index_python.packages import get_package_share_directory
 
 import launch
+from memspec_ros.ros.launch_arguments import OVERRIDABLE, node_parameters
 
 
-def generate_launch_description() -> launch.LaunchDescription:
-    default_params = os.path.join(get_package_share_directory("memspec_ros"), "config", "memspec.yaml")
-    params_file = launch.substitutions.LaunchConfiguration("params_file")
-    node_name = launch.substitutions.LaunchConfiguration("node_name")
-    policy = launch.substitutions.LaunchConfiguration("policy")
-
+def _node_and_transitions(context: launch.LaunchContext) -> list:
+    """Build the node once the arguments are known, so unset overrides are left out."""
+    params_file = launch.substitutions.LaunchConfiguration("params_file").perform(context)
+    overrides = {name: launch.substitutions.LaunchConfiguration(name).perform(context) for name in OVERRIDABLE}
     node = launch_ros.actions.LifecycleNode(
         package="memspec_ros",
         executable="memspec_node",
-        name=node_name,
-        namespace="",
+        name=launch.substitutions.LaunchConfiguration("node_name"),
+        namespace=launch.substitutions.LaunchConfiguration("namespace"),
         output="screen",
-        parameters=[
-            params_file,
-            # The launch file performs the transitions itself.
-            {"autostart": False, "policy": policy},
-        ],
+        parameters=node_parameters(params_file, overrides),
     )
-
     configure = launch.actions.EmitEvent(
         event=launch_ros.events.lifecycle.ChangeState(
             lifecycle_node_matcher=launch.events.matches_action(node),
@@ -61,18 +58,20 @@ def generate_launch_description() -> launch.LaunchDescription:
             ],
         )
     )
+    return [activate_when_inactive, node, configure]
 
-    return launch.LaunchDescription(
-        [
-            launch.actions.DeclareLaunchArgument(
-                "params_file", default_value=default_params, description="YAML file with memspec_node parameters"
-            ),
-            launch.actions.DeclareLaunchArgument("node_name", default_value="memspec", description="Node name"),
-            launch.actions.DeclareLaunchArgument(
-                "policy", default_value="memspec", description="Draft scheduling policy"
-            ),
-            activate_when_inactive,
-            node,
-            configure,
-        ]
-    )
+
+def generate_launch_description() -> launch.LaunchDescription:
+    default_params = os.path.join(get_package_share_directory("memspec_ros"), "config", "memspec.yaml")
+    arguments = [
+        launch.actions.DeclareLaunchArgument(
+            "params_file", default_value=default_params, description="YAML file with memspec_node parameters"
+        ),
+        launch.actions.DeclareLaunchArgument("node_name", default_value="memspec", description="Node name"),
+        launch.actions.DeclareLaunchArgument("namespace", default_value="", description="Node namespace"),
+    ]
+    arguments += [
+        launch.actions.DeclareLaunchArgument(name, default_value="", description=help_text)
+        for name, help_text in OVERRIDABLE.items()
+    ]
+    return launch.LaunchDescription([*arguments, launch.actions.OpaqueFunction(function=_node_and_transitions)])

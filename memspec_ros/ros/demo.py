@@ -16,14 +16,13 @@ import threading
 import time
 from dataclasses import dataclass
 
-import rclpy
 from memspec_interfaces.msg import DraftResidency, DraftState
-from rclpy.executors import MultiThreadedExecutor
 
 from memspec_ros.ros.generate_client import GenerateClient, make_goal
 from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
 from memspec_ros.ros.qos import RESIDENCY_QOS
+from memspec_ros.ros.tool_node import tool_node
 
 #: (domain, user turn). The session keeps the whole dialogue as context.
 DIALOGUE: tuple[tuple[str, str], ...] = (
@@ -72,22 +71,12 @@ def main(argv: list[str] | None = None) -> int:
                              "costs about 2.7 decoding rounds, the paper's edge regime); 0 = native")
     args = parser.parse_args(argv)
 
-    rclpy.init()
-    client_node = rclpy.create_node("memspec_demo")
-    executor = MultiThreadedExecutor()
-    executor.add_node(client_node)
-    threading.Thread(target=executor.spin, daemon=True).start()
-    residency = ResidencyLog()
-    client_node.create_subscription(DraftResidency, "/memspec/draft_residency", residency, RESIDENCY_QOS)
-    overrides: dict[str, object] = {"storage_bandwidth_mbps": args.storage_mbps}
-    try:
+    with tool_node("memspec_demo") as client_node:
+        residency = ResidencyLog()
+        client_node.create_subscription(DraftResidency, "/memspec/draft_residency", residency, RESIDENCY_QOS)
+        overrides: dict[str, object] = {"storage_bandwidth_mbps": args.storage_mbps}
         with NodeProcess(args.params_file, overrides=overrides) as node:
             return _run(client_node, node, residency, args.max_new_tokens)
-    finally:
-        executor.shutdown()
-        client_node.destroy_node()
-        rclpy.try_shutdown()
-
 
 def _run(client_node, node: NodeProcess, residency: ResidencyLog, max_new_tokens: int) -> int:
     print(f"[demo] started the node: {' '.join(node.command)}")

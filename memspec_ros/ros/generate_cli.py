@@ -2,20 +2,21 @@
 
 Sends a Generate goal, prints feedback deltas as they arrive, then the result
 statistics. Ctrl-C cancels the goal (the node stops within one round) and still prints
-what was generated and the statistics.
+what was generated and the statistics. ROS arguments work as for any ROS program:
+``memspec_generate "hi" --ros-args -r __ns:=/robot1`` talks to ``/robot1/memspec/generate``.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import threading
 
-import rclpy
 from memspec_interfaces.action import Generate
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.utilities import remove_ros_args
 
 from memspec_ros.ros.generate_client import GenerateClient, make_goal
+from memspec_ros.ros.tool_node import tool_node
 
 
 def format_result(result: Generate.Result) -> str:
@@ -29,9 +30,12 @@ def format_result(result: Generate.Result) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the tool; ``argv`` is a whole command line (program name first), as ``sys.argv``."""
+    argv = list(sys.argv if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("prompt")
-    parser.add_argument("--action", default="/memspec/generate", help="action name (default %(default)s)")
+    parser.add_argument("--action", default="memspec/generate",
+                        help="action name, resolved in this tool's namespace and remaps (default %(default)s)")
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     parser.add_argument("--top-p", type=float, default=1.0)
@@ -39,17 +43,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--domain-hint", default="")
     parser.add_argument("--session-id", default="", help="continue this dialogue session")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the server")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(remove_ros_args(args=argv)[1:])
 
-    rclpy.init()
-    node = rclpy.create_node("memspec_generate")
-    executor = MultiThreadedExecutor()
-    executor.add_node(node)
-    threading.Thread(target=executor.spin, daemon=True).start()
+    with tool_node("memspec_generate", argv) as node:
+        return _generate(node, args)
+
+
+def _generate(node: Node, args: argparse.Namespace) -> int:
     client = GenerateClient(node, args.action)
     try:
         if not client.wait_for_server(args.timeout):
-            print(f"error: no action server at {args.action} (is the node active?)", file=sys.stderr)
+            print(f"error: no action server at {client.action_name} (is the node active?)", file=sys.stderr)
             return 2
         goal = make_goal(
             args.prompt, args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
@@ -70,9 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         print(format_result(result))
         return 0 if call.succeeded else 1
     finally:
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
+        client.destroy()
 
 
 if __name__ == "__main__":

@@ -125,12 +125,15 @@ class GenerateClient:
 
     def __init__(self, node: Node, action_name: str = "/memspec/generate") -> None:
         self._node = node
-        self._client = ActionClient(node, Generate, action_name, feedback_sub_qos_profile=FEEDBACK_QOS,
+        # Resolved once (namespace, '~', remap rules) so that the action client and the
+        # feedback subscription below name the same action.
+        self.action_name = node.resolve_topic_name(action_name)
+        self._client = ActionClient(node, Generate, self.action_name, feedback_sub_qos_profile=FEEDBACK_QOS,
                                     goal_service_qos_profile=GOAL_SERVICE_QOS)
         self._calls: dict[bytes, tuple[GenerationCall, Callable[[Generate.Feedback], None] | None]] = {}
         self._calls_lock = threading.Lock()
         self._feedback_sub = node.create_subscription(
-            Generate.Impl.FeedbackMessage, f"{action_name.rstrip('/')}/_action/feedback",
+            Generate.Impl.FeedbackMessage, f"{self.action_name}/_action/feedback",
             self._on_feedback_message, FEEDBACK_QOS)
 
     def _on_feedback_message(self, msg: Generate.Impl.FeedbackMessage) -> None:

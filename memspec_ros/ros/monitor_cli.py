@@ -2,7 +2,8 @@
 
 Subscribes to ``draft_residency`` (transient-local, so the current state arrives at once)
 and ``acceptance_stats`` and redraws a small table whenever either changes. ``--once``
-prints the current residency and exits (handy in scripts and tests).
+prints the current residency and exits (handy in scripts and tests). ROS arguments
+(``--ros-args -r __ns:=/robot1``) work as for any ROS program.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import argparse
 import sys
 import threading
 
-import rclpy
 from memspec_interfaces.msg import AcceptanceStats, DraftResidency, DraftState
-from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.utilities import remove_ros_args
 
 from memspec_ros.ros.qos import RESIDENCY_QOS
+from memspec_ros.ros.tool_node import tool_node
 
 STATE_NAMES = {
     DraftState.ON_STORAGE: "on storage",
@@ -53,32 +55,38 @@ def render(residency: DraftResidency | None, stats: AcceptanceStats | None) -> s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--node", default="/memspec", help="node name (default %(default)s)")
+    """Run the tool; ``argv`` is a whole command line (program name first), as ``sys.argv``."""
+    argv = list(sys.argv if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--node", default="memspec",
+                        help="the memspec node's name, resolved in this tool's namespace (default %(default)s)")
     parser.add_argument("--once", action="store_true", help="print the current residency and exit")
     parser.add_argument("--timeout", type=float, default=30.0)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(remove_ros_args(args=argv)[1:])
 
-    rclpy.init()
-    node = rclpy.create_node("memspec_monitor")
+    with tool_node("memspec_monitor", argv) as node:
+        return _monitor(node, args)
+
+
+def _monitor(node: Node, args: argparse.Namespace) -> int:
     latest: dict[str, object] = {}
     changed = threading.Event()
+    have_residency = threading.Event()
 
     def keep(key: str):
         def callback(msg: object) -> None:
             latest[key] = msg
+            if key == "residency":
+                have_residency.set()
             changed.set()
 
         return callback
 
     node.create_subscription(DraftResidency, f"{args.node}/draft_residency", keep("residency"), RESIDENCY_QOS)
     node.create_subscription(AcceptanceStats, f"{args.node}/acceptance_stats", keep("stats"), 10)
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    threading.Thread(target=executor.spin, daemon=True).start()
     try:
         if args.once:
-            if not changed.wait(args.timeout):
+            if not have_residency.wait(args.timeout):
                 print("no draft_residency received", file=sys.stderr)
                 return 2
             print(render(latest.get("residency"), latest.get("stats")))  # type: ignore[arg-type]
@@ -90,11 +98,6 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
     except KeyboardInterrupt:
         return 0
-    finally:
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
-
 
 if __name__ == "__main__":
     sys.exit(main())

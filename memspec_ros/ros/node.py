@@ -50,7 +50,7 @@ from memspec_ros.ros.parameters import (
     read_values,
     validate,
 )
-from memspec_ros.ros.qos import FEEDBACK_QOS, GOAL_SERVICE_QOS, RESIDENCY_QOS
+from memspec_ros.ros.qos import FEEDBACK_QOS, GOAL_SERVICE_QOS, REJECTIONS_QOS, RESIDENCY_QOS
 from memspec_ros.ros.runtime_builder import build_policy, build_runtime
 from memspec_ros.ros.sessions import SessionStore
 from memspec_ros.runtime.runtime import Conversation, DraftRuntime, GenerationReport
@@ -124,7 +124,8 @@ class MemSpecNode(LifecycleNode):
         elif not resident:
             self.get_logger().warning("no draft fits the memory budget: serving target-only")
         self.get_logger().info(
-            f"configured in {time.monotonic() - t0:.1f} s: target={config.target_path.name}, "
+            f"configured in {time.monotonic() - t0:.1f} s: model_root={config.model_root}, "
+            f"target={config.target_path.name}, "
             f"drafts={self.runtime.catalogue.names}, resident={resident}, policy={config['policy']}, "
             f"budget={self.runtime.budget.describe()}, check_interval={config['check_interval']}, "
             f"k={config['num_speculative_tokens']}, storage={config['storage_bandwidth_mbps'] or 'native'} MB/s"
@@ -134,8 +135,10 @@ class MemSpecNode(LifecycleNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._stop_reason = None
         self._active = True
+        result = super().on_activate(state)  # activates the lifecycle publishers
+        self._publish_residency()  # late joiners get the serving state at once (transient-local)
         self.get_logger().info(f"activated: accepting goals on {self._action_name}")
-        return super().on_activate(state)
+        return result
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._active = False
@@ -164,11 +167,14 @@ class MemSpecNode(LifecycleNode):
     # ------------------------------------------------------------------ ROS entities
     def _create_ros_entities(self, config: NodeConfig) -> None:
         """Publishers, action server, subscription, timers and guard conditions of a configured node."""
-        self._action_name = f"{self.get_fully_qualified_name()}/generate"
-        self._residency_pub = self.create_publisher(DraftResidency, "~/draft_residency", RESIDENCY_QOS)
-        self._stats_pub = self.create_publisher(AcceptanceStats, "~/acceptance_stats", 10)
+        self._action_name = self.resolve_topic_name("~/generate")
+        # Lifecycle publishers: they publish only while the node is active (the lifecycle
+        # base class activates them). /diagnostics stays a plain publisher: an operator needs
+        # to see an inactive node's state too.
+        self._residency_pub = self.create_lifecycle_publisher(DraftResidency, "~/draft_residency", RESIDENCY_QOS)
+        self._stats_pub = self.create_lifecycle_publisher(AcceptanceStats, "~/acceptance_stats", 10)
+        self._reject_pub = self.create_lifecycle_publisher(String, "~/goal_rejections", REJECTIONS_QOS)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self._reject_pub = self.create_publisher(String, "~/goal_rejections", 10)
         self._hint_sub = self.create_subscription(String, "~/context_hint", self._on_context_hint, 10)
         self._residency_gc = self.create_guard_condition(self._publish_residency, self._publish_group)
         self._check_gc = self.create_guard_condition(self._on_check_due, self._scheduler_group)
@@ -180,7 +186,7 @@ class MemSpecNode(LifecycleNode):
         self._action_server = ActionServer(
             self,
             Generate,
-            self._action_name,
+            "~/generate",
             execute_callback=self._execute,
             goal_callback=self._on_goal,
             cancel_callback=lambda _goal: CancelResponse.ACCEPT,
@@ -202,8 +208,9 @@ class MemSpecNode(LifecycleNode):
         self.destroy_guard_condition(self._residency_gc)
         self.destroy_guard_condition(self._check_gc)
         self.destroy_subscription(self._hint_sub)
-        for pub in (self._residency_pub, self._stats_pub, self._diag_pub, self._reject_pub):
-            self.destroy_publisher(pub)
+        for pub in (self._residency_pub, self._stats_pub, self._reject_pub):
+            self.destroy_lifecycle_publisher(pub)
+        self.destroy_publisher(self._diag_pub)
 
     def _release(self) -> None:
         """Free models and threads; safe to call in any state, more than once."""

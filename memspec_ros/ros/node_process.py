@@ -19,14 +19,19 @@ class NodeProcess:
     """A running memspec_node; use as a context manager so it is always stopped."""
 
     def __init__(self, params_file: str | Path, overrides: dict[str, object] | None = None,
-                 env: dict[str, str] | None = None) -> None:
-        exe = find_executable()
+                 env: dict[str, str] | None = None, *, executable: Path | None = None,
+                 ros_args: list[str] | None = None, inherit_env: bool = True) -> None:
+        """``executable`` defaults to the one ``ros2 run`` would find; ``ros_args`` are extra
+        ROS arguments (remaps such as ``-r __ns:=/robot1``); with ``inherit_env=False`` the
+        process gets ``env`` alone (a workspace's own sourced environment)."""
+        exe = executable or find_executable()
         cmd = [str(exe)] if exe else [sys.executable, "-m", "memspec_ros.ros.node_main"]
         cmd += ["--ros-args", "--params-file", str(params_file)]
         for key, value in (overrides or {}).items():
             cmd += ["-p", f"{key}:={_ros_literal(value)}"]
+        cmd += ros_args or []
         self.command = cmd
-        self._env = {**os.environ, **(env or {})}
+        self._env = {**(os.environ if inherit_env else {}), **(env or {})}
         self._env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
         self._env["PYTHONUNBUFFERED"] = "1"
         self._log = tempfile.NamedTemporaryFile(prefix="memspec_node_", suffix=".log", delete=False)  # noqa: SIM115 - lives as long as the process

@@ -1,11 +1,15 @@
 """Declaration and validation of the node's ROS parameters.
 
 Every parameter is declared once from the table below, with a descriptor (description,
-range, read-only flag) so that ``ros2 param describe`` documents it on a robot. A value
-that violates its range or type in the params file must not crash the node at start-up
-(rclpy raises from ``declare_parameter``): we remember the problem, declare the default,
-and let ``configure`` fail with a message that names the parameter. The node then stays
-alive in ``unconfigured`` and the operator can fix the value and configure again.
+range, read-only flag) so that ``ros2 param describe`` documents it on a robot and
+docs/parameters.md is generated from it (``python -m memspec_ros.ros.parameter_docs``).
+Only the parameters in ``RUNTIME_CHANGEABLE`` may be set after start-up; every other one
+shapes what configure loads and is ``read_only``: it comes from the params file or the
+command line, and changing it means restarting the node. A value that violates its range
+or type in the params file must not crash the node at start-up (rclpy raises from
+``declare_parameter``): we remember the problem, declare the default, and let
+``configure`` fail with a message that names the parameter, so the node stays alive in
+``unconfigured`` and says what to fix.
 """
 
 from __future__ import annotations
@@ -51,6 +55,11 @@ class ParamSpec:
     float_range: tuple[float, float] | None = None
     choices: tuple[str, ...] | None = None
 
+    @property
+    def read_only(self) -> bool:
+        """Fixed after start-up: everything that shapes what configure loads."""
+        return self.name not in RUNTIME_CHANGEABLE
+
     def descriptor(self) -> ParameterDescriptor:
         """Build the ROS descriptor; ranges are enforced by rclpy on later sets too."""
         desc = self.description
@@ -59,7 +68,7 @@ class ParamSpec:
         d = ParameterDescriptor(
             name=self.name,
             description=desc,
-            read_only=False,
+            read_only=self.read_only,
             dynamic_typing=False,
         )
         if self.int_range:

@@ -8,6 +8,9 @@
 * The goal service keeps a deep request history so that a burst of goals (a misbehaving
   client sending 100 in a second) is answered one by one (most with a rejection) instead
   of requests silently falling out of a 10-deep queue and their clients waiting forever.
+* Goal rejections come in bursts for the same reason: each one is a reason a client or an
+  operator is waiting to read, so the history is as deep as the goal service's; a 10-deep
+  reliable history overwrote reasons before a subscriber had taken them.
 """
 
 from __future__ import annotations
@@ -19,3 +22,4 @@ RESIDENCY_QOS = QoSProfile(
 )
 FEEDBACK_QOS = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)
 GOAL_SERVICE_QOS = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)
+REJECTIONS_QOS = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)

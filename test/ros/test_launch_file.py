@@ -1,12 +1,18 @@
-"""launch_ros is not installable here, so the launch file is checked statically."""
+"""launch_ros is not installable here: the launch file is checked statically, and the rule
+it uses to compose the node's parameters (memspec_ros/ros/launch_arguments.py) is run for real."""
 
 from __future__ import annotations
 
 import ast
 import configparser
+import threading
 
+import pytest
 import yaml
+from rclpy.parameter_client import AsyncParameterClient
 
+from memspec_ros.ros.launch_arguments import FORCED, OVERRIDABLE, node_parameters
+from memspec_ros.ros.node_process import NodeProcess
 from memspec_ros.ros.parameters import PARAMS_BY_NAME
 
 
@@ -35,13 +41,44 @@ def test_launch_file_parses_and_names_the_installed_executable(repo) -> None:
     assert "params_file" in _launch(repo)
 
 
-def test_every_parameter_passed_by_launch_is_declared(repo) -> None:
-    tree = ast.parse(_launch(repo))
+def test_launch_file_builds_parameters_with_the_tested_rule(repo) -> None:
+    """The launch file passes node_parameters(...) and declares every overridable argument."""
+    source = _launch(repo)
+    tree = ast.parse(source)
     call = _lifecycle_node_call(tree)
     params = next(k.value for k in call.keywords if k.arg == "parameters")
-    passed = {key.value for elt in params.elts if isinstance(elt, ast.Dict) for key in elt.keys}
-    assert passed, "launch passes no inline parameters"
-    assert passed <= set(PARAMS_BY_NAME), f"undeclared: {passed - set(PARAMS_BY_NAME)}"
+    assert isinstance(params, ast.Call) and getattr(params.func, "id", "") == "node_parameters"
+    assert "for name, help_text in OVERRIDABLE.items()" in source
+    assert set(OVERRIDABLE) | set(FORCED) <= set(PARAMS_BY_NAME)
+
+
+def test_launch_arguments_override_only_when_passed() -> None:
+    assert node_parameters("/p.yaml", {"policy": ""}) == ["/p.yaml", {"autostart": False}]
+    assert node_parameters("/p.yaml", {"policy": "hedge"}) == ["/p.yaml", {"policy": "hedge", "autostart": False}]
+    with pytest.raises(ValueError, match="budget_drafts"):
+        node_parameters("/p.yaml", {"budget_drafts": "3"})
+
+
+@pytest.mark.parametrize(("argument", "expected"), [("", "reactive"), ("hedge", "hedge")])
+def test_params_file_policy_reaches_the_node_unless_the_argument_is_passed(
+    client_node, params_file, tmp_path, argument, expected
+) -> None:
+    """Start the node the way launch_ros would with what the launch file composes."""
+    values = yaml.safe_load(params_file.read_text())
+    values["/**"]["ros__parameters"]["policy"] = "reactive"
+    robot_params = tmp_path / "robot.yaml"
+    robot_params.write_text(yaml.safe_dump(values))
+    file_arg, inline = node_parameters(str(robot_params), {"policy": argument})
+    with NodeProcess(file_arg, overrides=inline) as node:
+        client = AsyncParameterClient(client_node, "/memspec")
+        assert client.wait_for_services(60.0), node.log()
+        future = client.get_parameters(["policy", "autostart"])
+        done = threading.Event()
+        future.add_done_callback(lambda _f: done.set())
+        assert done.wait(10.0), "parameter service did not answer"
+        policy, autostart = future.result().values
+        assert policy.string_value == expected
+        assert autostart.bool_value is False
 
 
 def test_params_file_matches_declared_parameters(params_file) -> None:
