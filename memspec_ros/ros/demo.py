@@ -21,7 +21,7 @@ from memspec_interfaces.msg import DraftResidency, DraftState
 from memspec_ros.ros.generate_client import GenerateClient, make_goal
 from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
-from memspec_ros.ros.qos import RESIDENCY_QOS
+from memspec_ros.ros.qos import RESIDENCY_LOG_QOS
 from memspec_ros.ros.tool_node import tool_node
 
 #: (domain, user turn). The session keeps the whole dialogue as context.
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tool_node("memspec_demo") as client_node:
         residency = ResidencyLog()
-        client_node.create_subscription(DraftResidency, "/memspec/draft_residency", residency, RESIDENCY_QOS)
+        client_node.create_subscription(DraftResidency, "/memspec/draft_residency", residency, RESIDENCY_LOG_QOS)
         overrides: dict[str, object] = {"storage_bandwidth_mbps": args.storage_mbps}
         with NodeProcess(args.params_file, overrides=overrides) as node:
             return _run(client_node, node, residency, args.max_new_tokens)

@@ -21,7 +21,7 @@ from std_msgs.msg import String
 from memspec_ros.ros.generate_client import GenerateClient, make_goal
 from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
-from memspec_ros.ros.qos import RESIDENCY_QOS
+from memspec_ros.ros.qos import REJECTIONS_QOS, RESIDENCY_LOG_QOS
 
 DIALOGUE = [
     ("robot", "USER: Could you go to the kitchen and bring me a cup\nROBOT:"),
@@ -29,6 +29,11 @@ DIALOGUE = [
     ("math", "Problem: Compute the derivative of 3*x**2 + 5*x with respect to x.\nSolution:"),
     ("legal", "Permission is hereby granted, free of charge, to any person obtaining a copy"),
 ]
+# The target's greedy continuation of these prompts runs past LONG_TOKENS without an
+# end-of-sequence (checked by test_long_prompts_do_not_end_early), so a goal for them is
+# still generating when the test cancels, deactivates or sends a second goal.
+LONG_PROMPTS = (DIALOGUE[1][1], DIALOGUE[3][1])
+LONG_TOKENS = 500
 
 
 class Recorder:
@@ -72,11 +77,11 @@ def served(client_node: Node, params_file) -> Iterator[dict]:
     recorders = {"residency": Recorder(), "stats": Recorder(), "diagnostics": Recorder(), "rejections": Recorder()}
     subs = [
         client_node.create_subscription(
-            DraftResidency, "/memspec/draft_residency", recorders["residency"], RESIDENCY_QOS
+            DraftResidency, "/memspec/draft_residency", recorders["residency"], RESIDENCY_LOG_QOS
         ),
         client_node.create_subscription(AcceptanceStats, "/memspec/acceptance_stats", recorders["stats"], 50),
         client_node.create_subscription(DiagnosticArray, "/diagnostics", recorders["diagnostics"], 50),
-        client_node.create_subscription(String, "/memspec/goal_rejections", recorders["rejections"], 50),
+        client_node.create_subscription(String, "/memspec/goal_rejections", recorders["rejections"], REJECTIONS_QOS),
     ]
     overrides = {"autostart": True, "storage_bandwidth_mbps": 40.0, "stats_period_s": 0.1}
     with NodeProcess(params_file, overrides=overrides) as node:
@@ -145,19 +150,28 @@ def test_prefetch_completes_while_a_generation_runs(served) -> None:
     assert f"draft-{domain}" in result.drafts_used
 
 
-def test_cancel_within_a_round(served) -> None:
-    gen = served["gen"]
-    call = gen.send(make_goal(DIALOGUE[3][1], 400))
-    assert call.wait_accepted()
+def test_long_prompts_do_not_end_early(zoo_engine) -> None:
+    for prompt in LONG_PROMPTS:
+        assert len(zoo_engine.target_greedy(prompt, LONG_TOKENS)) == LONG_TOKENS
+
+
+def _wait_streaming(call) -> None:
+    """Block until the goal has streamed its first tokens (it is running, not queued)."""
     deadline = time.monotonic() + 60
     while not call.feedback and time.monotonic() < deadline:
-        time.sleep(0.01)  # waiting for the first streamed tokens
-    t_cancel = time.monotonic()
+        time.sleep(0.01)  # feedback arrives on the client's executor thread
+    assert call.feedback, "the goal never streamed"
+
+
+def test_cancel_within_a_round(served) -> None:
+    gen = served["gen"]
+    call = gen.send(make_goal(LONG_PROMPTS[1], LONG_TOKENS))
+    assert call.wait_accepted()
+    _wait_streaming(call)
     call.cancel()
     result = call.wait(60)
-    assert time.monotonic() - t_cancel < 5.0
-    assert "cancel" in result.message.lower()
-    assert result.num_tokens < 400
+    assert "cancel" in result.message.lower(), result.message
+    assert result.num_tokens < LONG_TOKENS
 
 
 @pytest.mark.parametrize(
@@ -192,11 +206,12 @@ def test_prompt_past_the_context_is_rejected(served) -> None:
 
 def test_busy_node_rejects_a_second_goal(served) -> None:
     gen = served["gen"]
-    first = gen.send(make_goal(DIALOGUE[1][1], 200))
+    first = gen.send(make_goal(LONG_PROMPTS[0], LONG_TOKENS))
     assert first.wait_accepted()
     second = gen.send(make_goal(DIALOGUE[0][1], 8))
     assert second.wait_accepted() is False
     first.cancel()
+    assert first.result is None or first.result.num_tokens < LONG_TOKENS, "the first goal ended before the second"
     first.wait(60)
 
 
@@ -217,11 +232,9 @@ def test_runtime_parameters(served, client_node) -> None:
 
 def test_deactivate_during_generation_ends_it_cleanly(served) -> None:
     gen, lc = served["gen"], served["lifecycle"]
-    call = gen.send(make_goal(DIALOGUE[1][1], 400))
+    call = gen.send(make_goal(LONG_PROMPTS[0], LONG_TOKENS))
     assert call.wait_accepted()
-    deadline = time.monotonic() + 60
-    while not call.feedback and time.monotonic() < deadline:
-        time.sleep(0.01)  # waiting for the first streamed tokens
+    _wait_streaming(call)
     assert lc.change_state("deactivate")
     result = call.wait(60)
     assert "deactivat" in result.message.lower()
@@ -233,7 +246,7 @@ def test_deactivate_during_generation_ends_it_cleanly(served) -> None:
 def test_context_hint_prefetches_that_domains_draft(client_node, params_file) -> None:
     """A planner's hint alone (no goal) makes the node bring that domain's draft in."""
     rec = Recorder()
-    sub = client_node.create_subscription(DraftResidency, "/memspec/draft_residency", rec, RESIDENCY_QOS)
+    sub = client_node.create_subscription(DraftResidency, "/memspec/draft_residency", rec, RESIDENCY_LOG_QOS)
     pub = client_node.create_publisher(String, "/memspec/context_hint", 10)
     started = time.time()
 

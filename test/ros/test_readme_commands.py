@@ -41,11 +41,11 @@ def _wait_active(client_node, node_log, alive, namespace: str = "") -> None:
         time.sleep(0.2)  # the node is loading models
 
 
-def test_readme_command_line_section_works_as_shown(client_node) -> None:
+def test_readme_command_line_section_works_as_shown(client_node, tmp_path) -> None:
     node_block, tools_block = _section_blocks("### Command-line tools")
     assert node_block == ["make node AUTOSTART=1"]
     assert tools_block[0] == ". scripts/env.sh"
-    log = REPO / ".pytest_readme_node.log"
+    log = tmp_path / "node.log"
     with log.open("w") as out:
         # Its own session, so that the whole make -> shell -> node tree gets the Ctrl-C.
         node = subprocess.Popen(["bash", "-c", node_block[0]], cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
@@ -69,7 +69,6 @@ def test_readme_command_line_section_works_as_shown(client_node) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(node.pid, signal.SIGKILL)
             node.wait()
-        log.unlink(missing_ok=True)
 
 
 def test_tools_honour_namespaces_and_remaps(client_node, params_file) -> None:

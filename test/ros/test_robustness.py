@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -18,9 +19,11 @@ from std_msgs.msg import String
 from memspec_ros.ros.generate_client import GenerateClient, make_goal
 from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
+from memspec_ros.ros.qos import REJECTIONS_QOS
 
 FULL_SOAK = os.environ.get("MEMSPEC_SOAK") == "1"
 LEGAL_PROMPT = "Permission is hereby granted, free of charge, to any person obtaining a copy"
+LONG_TOKENS = 500  # the target's greedy continuation of LEGAL_PROMPT has no end-of-sequence before it
 ROBOT_PROMPT = "USER: Could you go to the kitchen and bring me a cup\nROBOT:"
 
 
@@ -163,15 +166,15 @@ def test_hanging_load_times_out_and_decoding_continues(client_node, params_file)
     try:
         gen = GenerateClient(client_node)
         assert gen.wait_for_server(30.0)
-        t0 = time.monotonic()
+        before_goal = len(node.log())  # configure's warm-up loads time out too: look only past them
         call = gen.generate(make_goal(LEGAL_PROMPT, 48, domain_hint="legal"), timeout_s=120)
         assert call.succeeded
-        assert time.monotonic() - t0 < 60
         assert call.result.stall_seconds == 0.0
-        deadline = time.monotonic() + 10
-        while "timed out" not in node.log().lower() and time.monotonic() < deadline:
+        assert "draft-legal" not in call.result.drafts_used
+        deadline = time.monotonic() + 30
+        while not re.search(r"draft-legal.*timed out", node.log()[before_goal:]) and time.monotonic() < deadline:
             time.sleep(0.1)  # the loader reports the timeout asynchronously
-        assert "timed out" in node.log().lower() or "timeout" in node.log().lower(), node.log()
+        assert re.search(r"draft-legal.*timed out", node.log()[before_goal:]), node.log()
         gen.destroy()
     finally:
         node.stop()
@@ -180,7 +183,7 @@ def test_hanging_load_times_out_and_decoding_continues(client_node, params_file)
 # ---------------------------------------------------------------------- abuse, load and lifetime
 def test_abusive_input_burst_and_cancel_storm(client_node, params_file) -> None:
     rejections: list[String] = []
-    sub = client_node.create_subscription(String, "/memspec/goal_rejections", rejections.append, 200)
+    sub = client_node.create_subscription(String, "/memspec/goal_rejections", rejections.append, REJECTIONS_QOS)
     node, _ = _start_active(client_node, params_file, {"busy_policy": "queue", "max_queue": 4})
     try:
         gen = GenerateClient(client_node)
@@ -196,23 +199,34 @@ def test_abusive_input_burst_and_cancel_storm(client_node, params_file) -> None:
             make_goal(ROBOT_PROMPT, 8, top_p=float("inf")),
         ]
         assert not any(gen.send(g).wait_accepted() for g in bad)
-        # A burst of 100 goals within a second: at most 1 running + max_queue queued.
-        t0 = time.monotonic()
+        # A burst of 100 goals behind one that is running: exactly max_queue are queued, the
+        # rest are rejected with a reason. The running goal's prompt generates LONG_TOKENS
+        # without an end-of-sequence (test_generate.py checks it), so nothing leaves the
+        # queue during the burst.
+        running = gen.send(make_goal(LEGAL_PROMPT, LONG_TOKENS))
+        assert running.wait_accepted()
+        while not running.feedback:
+            assert running.result is None, running.result
+            time.sleep(0.01)  # until it streams: running, not queued
         calls = [gen.send(make_goal(ROBOT_PROMPT, 16)) for _ in range(100)]
         accepted = [c for c in calls if c.wait_accepted()]
-        assert time.monotonic() - t0 < 30
-        assert 1 <= len(accepted) <= 5
+        assert running.result is None, "the running goal ended during the burst: the queue bound is not tested"
+        assert len(accepted) == 4, len(accepted)
         # Cancel storm: cancel everything accepted, repeatedly.
         for _ in range(3):
-            for c in accepted:
+            for c in [running, *accepted]:
                 c.cancel()
-        for c in accepted:
+        for c in [running, *accepted]:
             c.wait(120)
         assert node.alive()
         assert gen.generate(make_goal(ROBOT_PROMPT, 8), timeout_s=120).succeeded
         after = _proc_status(node.proc.pid)
         assert after["VmRSS"] < before["VmRSS"] + 100_000, (before, after)  # < 100 MB growth
-        assert len(rejections) >= 6 + 100 - len(accepted)
+        deadline = time.monotonic() + 30
+        while len(rejections) < 6 + 96 and time.monotonic() < deadline:
+            time.sleep(0.05)  # rejections arrive on the client's executor thread
+        assert len(rejections) == 6 + 96, [r.data for r in rejections]
+        assert sum("busy" in r.data for r in rejections) == 96
         gen.destroy()
     finally:
         node.stop()

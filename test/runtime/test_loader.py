@@ -17,7 +17,7 @@ def test_load_materialises_a_working_proposer(world) -> None:
     pool, loader = _pool_loader(world.catalogue)
     try:
         ticket = loader.request("draft-copy")
-        assert ticket.wait(10) and ticket.outcome == "loaded"
+        assert ticket.wait(30) and ticket.outcome == "loaded"
         proposer = pool.acquire("draft-copy")
         ids = world.engine.encode("robot move to the")
         from memspec_ros.core.sampling import GREEDY
@@ -36,11 +36,13 @@ def test_emulated_bandwidth_paces_the_read(world) -> None:
     pool.add_listener(lambda e: progress.append(e.snapshot.status(name).load_progress) if e.draft == name else None)
     try:
         t0 = time.perf_counter()
-        assert loader.request(name).wait(10)
+        assert loader.request(name).wait(30)
         elapsed = time.perf_counter() - t0
-        assert 0.23 <= elapsed < 0.6, elapsed
         rec = loader.records()[-1]
-        assert rec.outcome == "loaded" and rec.read_s >= 0.23
+        # Pacing makes a read at least as slow as the emulated storage (a lower bound that
+        # load on the machine cannot break); how much slower a busy machine makes it is not
+        # this test's business.
+        assert rec.outcome == "loaded" and rec.read_s >= 0.23 and elapsed >= 0.23, (rec, elapsed)
         assert len([p for p in progress if 0 < p < 1]) >= 1  # progress was published while reading
     finally:
         loader.close()
@@ -49,21 +51,22 @@ def test_emulated_bandwidth_paces_the_read(world) -> None:
 def test_cancelled_load_leaves_the_pool_consistent(world) -> None:
     name = "draft-copy"
     size = world.catalogue.get(name).size_bytes
-    pool, loader = _pool_loader(world.catalogue, size / 2.0 / 1e6)  # a 2 s read
+    pool, loader = _pool_loader(world.catalogue, size / 60.0 / 1e6)  # a 60 s read
     try:
         ticket = loader.request(name)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while pool.state(name) != DraftState.LOADING and time.monotonic() < deadline:
             time.sleep(0.005)
-        time.sleep(0.1)
+        assert pool.state(name) == DraftState.LOADING
         t0 = time.perf_counter()
         assert loader.cancel(name)
-        assert ticket.wait(2) and ticket.outcome == "cancelled"
-        assert time.perf_counter() - t0 < 0.5  # abandoned promptly, not after the read
+        # Abandoned mid-read: long before the 60 s the read would take, however busy the machine.
+        assert ticket.wait(30) and ticket.outcome == "cancelled"
+        assert time.perf_counter() - t0 < 30
         assert pool.state(name) == DraftState.ON_STORAGE and pool.used_bytes() == 0
         assert pool.failures(name) == 0  # a cancel is not a failure
         # the loader still works afterwards
-        assert loader.request("draft-robot").wait(5) and pool.state("draft-robot") == DraftState.RESIDENT
+        assert loader.request("draft-robot").wait(30) and pool.state("draft-robot") == DraftState.RESIDENT
     finally:
         loader.close()
 
@@ -75,7 +78,7 @@ def test_queued_load_can_be_cancelled(world) -> None:
         first = loader.request("draft-copy")
         queued = loader.request("draft-noisy")
         assert loader.cancel("draft-noisy") and queued.outcome == "cancelled"
-        assert first.wait(5) and first.outcome == "loaded"
+        assert first.wait(30) and first.outcome == "loaded"
         assert pool.state("draft-noisy") == DraftState.ON_STORAGE
     finally:
         loader.close()
@@ -84,12 +87,13 @@ def test_queued_load_can_be_cancelled(world) -> None:
 def test_load_timeout_is_reported(world) -> None:
     size = world.catalogue.get("draft-copy").size_bytes
     failures = []
-    pool, loader = _pool_loader(world.catalogue, size / 10.0 / 1e6, timeout_s=0.2, on_failure=failures.append)
+    pool, loader = _pool_loader(world.catalogue, size / 60.0 / 1e6, timeout_s=0.2, on_failure=failures.append)
     try:
         t0 = time.perf_counter()
         ticket = loader.request("draft-copy")
-        assert ticket.wait(3) and ticket.outcome == "timeout"
-        assert time.perf_counter() - t0 < 1.0
+        # Given up at the timeout, long before the 60 s read would end, however busy the machine.
+        assert ticket.wait(30) and ticket.outcome == "timeout"
+        assert time.perf_counter() - t0 < 30
         assert pool.state("draft-copy") == DraftState.ON_STORAGE and pool.used_bytes() == 0
         assert failures and failures[0].outcome == "timeout" and "timed out" in pool.last_error("draft-copy")
     finally:
@@ -108,11 +112,11 @@ def test_corrupt_and_missing_files_fail_cleanly(world, tmp_path) -> None:
     try:
         for name in ("draft-code", "draft-math"):
             ticket = loader.request(name)
-            assert ticket.wait(5) and ticket.outcome == "failed", ticket
+            assert ticket.wait(30) and ticket.outcome == "failed", ticket
             assert pool.state(name) == DraftState.ON_STORAGE
             assert pool.failures(name) == 1 and pool.last_error(name)
         assert pool.used_bytes() == 0
         assert {f.name for f in failures} == {"draft-code", "draft-math"}
-        assert loader.request("draft-robot").wait(5) and pool.state("draft-robot") == DraftState.RESIDENT
+        assert loader.request("draft-robot").wait(30) and pool.state("draft-robot") == DraftState.RESIDENT
     finally:
         loader.close()

@@ -123,7 +123,13 @@ def test_budget_invariant_under_concurrent_prefetch_and_eviction(world, budget) 
               [threading.Thread(target=decoder, args=(10 + i,)) for i in range(2)]
     for t in threads:
         t.start()
-    time.sleep(1.5)
+    # Churn for at least 1.5 s and until real loads have completed: a fixed duration alone
+    # let a busy machine end the churn before any load finished.
+    start = time.monotonic()
+    while time.monotonic() - start < 1.5 or (
+        sum(r.outcome == "loaded" for r in loader.records()) < 3 and time.monotonic() - start < 120
+    ):
+        time.sleep(0.05)  # the threads above do the work
     stop.set()
     for t in threads:
         t.join(5)

@@ -60,10 +60,12 @@ def test_online_adaptation_tracks_observations(world) -> None:
 def test_prediction_is_cheap(world) -> None:
     pred = world.predictor.restricted_to(world.catalogue.names)
     ctx = _ctx(world)
-    t0 = time.perf_counter()
+    # CPU time of this process, not wall time: other processes on a busy machine must not
+    # make a cheap prediction look expensive (the benchmark reports its wall-clock share).
+    t0 = time.process_time()
     for _ in range(200):
         pred.predict(ctx)
-    assert (time.perf_counter() - t0) / 200 < 1e-3
+    assert (time.process_time() - t0) / 200 < 1e-3
 
 
 def test_labels_follow_the_engine_round_rules() -> None:
