@@ -63,8 +63,11 @@ class Scheduler:
 
         Only as much is evicted as the next wanted draft needs, victims taken in the plan's
         order; loads already queued count as occupying (they will reserve their bytes when
-        they start), so queued loads never find the budget overcommitted.
+        they start), so queued loads never find the budget overcommitted. The plan's forecast
+        goes to the pool first, so a residency message shows why a load is about to start.
         """
+        if plan.predictions:
+            self.pool.set_predictions(plan.predictions)
         for name in plan.cancel:
             if self.loader.cancel(name):
                 self.stats.cancellations += 1
