@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from memspec_ros.core.engine import GenerationSession, Prompt, SpeculativeEngine
+from memspec_ros.core.greedy_match import accepted_prefix
 from memspec_ros.core.model_loading import (
     build_empty_model,
     check_vocab_compatible,
@@ -33,6 +34,7 @@ from memspec_ros.core.model_loading import (
 from memspec_ros.core.proposer import DraftProposer
 from memspec_ros.core.sampling import GREEDY, SamplingParams
 from memspec_ros.core.stats import RoundStats
+from memspec_ros.knobs import CHECK_INTERVAL, LOAD_TIMEOUT_S, K
 
 from .acceptance import AcceptanceTracker, RoundRecord
 from .catalogue import Budget, Catalogue, DraftSpec
@@ -62,10 +64,10 @@ class RuntimeConfig:
     stall_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
-        if not 1 <= self.k <= 64:
-            raise ValueError(f"k must be in [1, 64], got {self.k}")
-        if self.check_interval < 1:
-            raise ValueError(f"check_interval must be >= 1, got {self.check_interval}")
+        K.check(self.k)
+        CHECK_INTERVAL.check(self.check_interval)
+        if self.load_timeout_s is not None:
+            LOAD_TIMEOUT_S.check(self.load_timeout_s)
         if self.scheduling not in ("inline", "external"):
             raise ValueError(f"scheduling must be 'inline' or 'external', got {self.scheduling!r}")
 
@@ -568,10 +570,7 @@ class DraftRuntime:
                 tokens = proposer.propose(ctx_before, k_round, GREEDY).tokens
             finally:
                 self.pool.release(name)
-            n = 0
-            while n < len(tokens) and n < len(emitted) and tokens[n] == emitted[n]:
-                n += 1
-            out[name] = n
+            out[name] = accepted_prefix(tokens, emitted)
         return out
 
 

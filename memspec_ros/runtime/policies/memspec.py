@@ -57,8 +57,6 @@ def working_set(view: PolicyView, utility: Mapping[str, float], *, keep_bonus: f
 class _ManagedPolicy(Policy):
     """Shared machinery of the never-stalling policies: plan a working set, run the best resident."""
 
-    never_stalls = True
-
     def __init__(self, *, keep_bonus: float = 0.05, switch_margin: float = 0.03, prior_tokens: float = 8.0,
                  evidence_rounds: int = 8, min_utility: float = 0.02, cost_aware: bool = True,
                  target_margin: float = 0.1, probe_every: int = 16) -> None:
@@ -133,6 +131,7 @@ class MemSpecPolicy(_ManagedPolicy):
     """Predictor + working-set manager; never stalls."""
 
     name = "memspec"
+    needs_predictor = True
 
     def __init__(self, predictor: DraftPredictor, **kwargs: float) -> None:
         super().__init__(**kwargs)
@@ -167,6 +166,7 @@ class MemSpecPredictOnlyPolicy(Policy):
     """The predictor chooses; the chosen draft is loaded on demand and waited for (no prefetch)."""
 
     name = "memspec-predict-only"
+    needs_predictor = True
 
     def __init__(self, predictor: DraftPredictor, margin: float = 0.03) -> None:
         super().__init__()

@@ -29,7 +29,6 @@ class OraclePolicy(Policy):
     """Best draft per segment from an exact trace, with every draft resident."""
 
     name = "oracle"
-    never_stalls = True
     unlimited_memory = True
 
     def __init__(self, trace: AcceptanceOracle, segment_rounds: int = DEFAULT_SEGMENT_ROUNDS) -> None:
