@@ -250,9 +250,6 @@ class DraftRuntime:
         self.tracker = AcceptanceTracker(catalogue.names)
         self.context = ContextTracker()
         self.scheduler = Scheduler(self.pool, self.loader, policy, self.view, clock=clock)
-        self.check_due = threading.Event()
-        """Set by the decoding loop when a check is due (external scheduling); the node's
-        callback clears it and calls :meth:`tick`."""
         self.on_check_due: Callable[[], None] | None = None
         """Called (decoding thread) when a check is due in external mode, e.g. to trigger a
         guard condition; must return at once."""
@@ -318,7 +315,6 @@ class DraftRuntime:
 
     def tick(self) -> SchedulePlan:
         """Run one scheduling decision now (thread-safe; the node's timer calls this)."""
-        self.check_due.clear()
         return self.scheduler.tick()
 
     def view(self) -> PolicyView:
@@ -509,7 +505,6 @@ class DraftRuntime:
                 if self.config.scheduling == "inline":
                     self.scheduler.tick()
                 else:
-                    self.check_due.set()
                     if self.on_check_due is not None:
                         self.on_check_due()
         self.pool.set_active(None)  # nothing proposes between turns

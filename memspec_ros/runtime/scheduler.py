@@ -23,13 +23,10 @@ from .residency import DraftState
 
 @dataclass
 class TickStats:
-    """Cumulative cost and effect of scheduling decisions."""
+    """Cumulative cost of scheduling decisions (reports and the simulator's cost model)."""
 
     ticks: int = 0
     seconds: float = 0.0
-    prefetches: int = 0
-    evictions: int = 0
-    cancellations: int = 0
 
 
 class Scheduler:
@@ -45,7 +42,6 @@ class Scheduler:
         self.lock = threading.RLock()
         """Held while a plan is made and applied (and while the policy is swapped)."""
         self.stats = TickStats()
-        self.last_plan: SchedulePlan | None = None
 
     def tick(self) -> SchedulePlan:
         """Ask the policy for a plan and carry it out; returns the plan."""
@@ -53,7 +49,6 @@ class Scheduler:
             t0 = self._clock()
             plan = self.policy.plan(self._view())
             self.apply(plan)
-            self.last_plan = plan
             self.stats.ticks += 1
             self.stats.seconds += self._clock() - t0
             return plan
@@ -69,8 +64,7 @@ class Scheduler:
         if plan.predictions:
             self.pool.set_predictions(plan.predictions)
         for name in plan.cancel:
-            if self.loader.cancel(name):
-                self.stats.cancellations += 1
+            self.loader.cancel(name)
         budget = self.pool.budget
         for i, name in enumerate(plan.want):
             state = self.pool.state(name)
@@ -96,10 +90,8 @@ class Scheduler:
             if not fits():
                 continue
             for v in victims:
-                if self.pool.evict(v, reason=f"evicted for {name}"):
-                    self.stats.evictions += 1
+                self.pool.evict(v, reason=f"evicted for {name}")
             self.loader.request(name, urgent=plan.urgent and i == 0)
-            self.stats.prefetches += 1
 
     def demand(self, name: str) -> LoadTicket:
         """Load ``name`` now for a policy that will wait for it, evicting least recently used drafts.
@@ -108,8 +100,8 @@ class Scheduler:
         """
         with self.lock:
             for other in self.loader.pending():
-                if other != name and self.loader.cancel(other):
-                    self.stats.cancellations += 1
+                if other != name:
+                    self.loader.cancel(other)
             lru = self.pool.lru_order(exclude=(name,))
             victims: list[str] = []
             for v in lru:
@@ -117,6 +109,5 @@ class Scheduler:
                     break
                 victims.append(v)
             for v in victims:
-                if self.pool.evict(v, reason=f"evicted for {name} (on demand)"):
-                    self.stats.evictions += 1
+                self.pool.evict(v, reason=f"evicted for {name} (on demand)")
             return self.loader.request(name, urgent=True)

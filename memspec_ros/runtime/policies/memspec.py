@@ -12,10 +12,8 @@ in memory):
   a load: a better draft is swapped in the round after its load completes.
 * a draftless stretch is interrupted by a *probe* round every ``probe_every`` (16) rounds: a
   round without a draft observes nothing about the drafts, so without probes one unlucky round
-  could leave a good draft unused for the rest of a turn (seen with an earlier zoo: 27 draftless
-  rounds in a code turn whose draft accepted a token a round). Probes are insurance, not free:
-  in the bench workload's simulation a probe every 4 rounds cost 3% of memspec's tokens/s, every
-  16 rounds about 1%.
+  could leave a good draft unused for the rest of a turn. Probes are insurance, not free (each
+  runs a draft the measured times call slower), so they are rare.
 
 Ablations (the paper's): ``memspec-predict-only`` lets the predictor choose but loads on demand
 and waits; ``memspec-manage-only`` keeps the manager but drives it with acceptance statistics
