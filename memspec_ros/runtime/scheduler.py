@@ -33,7 +33,8 @@ class Scheduler:
     """Applies a policy's plans to a pool through a loader."""
 
     def __init__(self, pool: DraftPool, loader: Loader, policy: Policy, view: Callable[[], PolicyView],
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter,
+                 after_plan: Callable[[], None] | None = None) -> None:
         self.pool = pool
         self.loader = loader
         self.policy = policy
@@ -42,6 +43,8 @@ class Scheduler:
         self.lock = threading.RLock()
         """Held while a plan is made and applied (and while the policy is swapped)."""
         self.stats = TickStats()
+        self._after_plan = after_plan
+        """Runs inside the timed part of a tick: a virtual clock charges the tick's cost here."""
 
     def tick(self) -> SchedulePlan:
         """Ask the policy for a plan and carry it out; returns the plan."""
@@ -49,6 +52,8 @@ class Scheduler:
             t0 = self._clock()
             plan = self.policy.plan(self._view())
             self.apply(plan)
+            if self._after_plan is not None:
+                self._after_plan()
             self.stats.ticks += 1
             self.stats.seconds += self._clock() - t0
             return plan

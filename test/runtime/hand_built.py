@@ -20,7 +20,7 @@ from memspec_ros.runtime.context import ContextTracker
 from memspec_ros.runtime.policies.base import PolicyView
 from memspec_ros.runtime.pool import DraftPool
 from memspec_ros.runtime.predictor import TOKEN_BUCKETS, DraftPredictor
-from memspec_ros.runtime.simulator import VirtualClock, VirtualLoader
+from memspec_ros.runtime.virtual_time import VirtualClock, VirtualLoader
 
 DRAFTS = (("draft-general", "general"), ("draft-code", "code"), ("draft-legal", "legal"))
 SIZE = 1000
