@@ -4,6 +4,6 @@
 (``make bench-quick``) a smaller version of the same. See ``docs/bench.md``.
 
 The package uses only the public APIs of :mod:`memspec_ros.core` and :mod:`memspec_ros.runtime`,
-as a user would; ``bench/engine_bench.py`` and ``bench/runtime_demo.py`` are separate scripts
-that live in the same folder.
+as a user would; ``bench/engine_bench.py`` (the engine benchmark) is a separate script that
+lives in the same folder.
 """

@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memspec_ros import knobs
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -58,6 +60,17 @@ class BenchConfig:
 
     policies: tuple[str, ...] = field(default=())
     """Policies to run; empty = every policy of the runtime."""
+
+    def __post_init__(self) -> None:
+        """Refuse knobs the runtime would refuse, before minutes of traces are recorded."""
+        knobs.K.check(self.k)
+        knobs.CHECK_INTERVAL.check(self.check_interval)
+        knobs.BUDGET_DRAFTS.check(self.budget_drafts)
+        for interval in self.check_intervals:
+            knobs.CHECK_INTERVAL.check(interval)
+        for budget in self.budgets:
+            if budget is not None:
+                knobs.BUDGET_DRAFTS.check(budget)
 
     @classmethod
     def quick(cls, **overrides: object) -> BenchConfig:

@@ -47,7 +47,7 @@ class RunMeasure:
         return self.tokens / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def measure_reports(session: str, reports: Sequence[GenerationReport], *, loads: int, peak_memory_bytes: int,
+def measure_reports(session: str, reports: Sequence[GenerationReport], *, peak_memory_bytes: int,
                     outputs_identical: bool | None = None, load_round_ratio: float | None = None,
                     predictor_fraction: float | None = None) -> RunMeasure:
     """A :class:`RunMeasure` from the per-turn reports of a real or simulated session."""
@@ -55,7 +55,8 @@ def measure_reports(session: str, reports: Sequence[GenerationReport], *, loads:
         session=session, tokens=sum(r.tokens for r in reports), wall_s=sum(r.wall_s for r in reports),
         rounds=sum(r.rounds for r in reports), proposed=sum(r.proposed for r in reports),
         accepted=sum(r.accepted for r in reports), stall_s=sum(r.stall_s for r in reports),
-        switches=sum(r.switches for r in reports), loads=loads, peak_memory_bytes=peak_memory_bytes,
+        switches=sum(r.switches for r in reports), loads=sum(r.loads for r in reports),
+        peak_memory_bytes=peak_memory_bytes,
         draft_s=sum(e.draft_s for r in reports for e in r.timeline),
         verify_s=sum(e.verify_s for r in reports for e in r.timeline),
         extra_s=sum(e.extra_s for r in reports for e in r.timeline),

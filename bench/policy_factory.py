@@ -12,10 +12,7 @@ import copy
 from pathlib import Path
 
 from memspec_ros.runtime import DraftPredictor, Policy, make_policy
-from memspec_ros.runtime.policies import AcceptanceOracle
-
-PREDICTOR_POLICIES = ("memspec", "memspec-predict-only")
-"""Policies that need the trained predictor."""
+from memspec_ros.runtime.policies import AcceptanceOracle, policy_class
 
 
 class PolicyFactory:
@@ -26,5 +23,5 @@ class PolicyFactory:
         self.seed = seed
 
     def __call__(self, name: str, oracle: AcceptanceOracle | None = None) -> Policy:
-        predictor = copy.deepcopy(self._predictor) if name in PREDICTOR_POLICIES else None
+        predictor = copy.deepcopy(self._predictor) if policy_class(name).needs_predictor else None
         return make_policy(name, predictor=predictor, oracle=oracle if name == "oracle" else None, seed=self.seed)

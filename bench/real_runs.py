@@ -54,7 +54,7 @@ def run_policy(testbed: Testbed, session: Session, traces: SessionTraces, factor
     finally:
         runtime.close()
     identical = [r.output_ids for r in reports] == [t.output_ids for t in traces.turns]
-    measure = measure_reports(session.name, reports, loads=sum(r.loads for r in reports), peak_memory_bytes=peak[0],
+    measure = measure_reports(session.name, reports, peak_memory_bytes=peak[0],
                               outputs_identical=identical, load_round_ratio=stats.load_round_ratio,
                               predictor_fraction=stats.predictor_fraction)
     return measure, reports

@@ -48,7 +48,10 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     overrides: dict[str, Any] = {k: v for k, v in args.items() if v is not None}
     if policies:
         overrides["policies"] = tuple(p.strip() for p in policies.split(",") if p.strip())
-    return BenchConfig.quick(**overrides) if quick else BenchConfig(**overrides)
+    try:
+        return BenchConfig.quick(**overrides) if quick else BenchConfig(**overrides)
+    except ValueError as exc:  # a knob out of its bounds (memspec_ros.knobs): a usage error
+        ap.error(str(exc))
 
 
 def run(cfg: BenchConfig, progress: Progress) -> Path:

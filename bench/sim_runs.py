@@ -30,16 +30,12 @@ def simulate(catalogue: Catalogue, budget: Budget, factory: PolicyFactory, name:
     sim.pool.add_listener(track)
     sim.warm_up()
     reports = []
-    records = []
     for i, trace in enumerate(traces.conversations):
         cursor.index = i
-        result = sim.run(trace)
-        reports += result.reports
-        records = result.load_records  # the loader's records so far (cumulative)
+        reports += sim.run(trace).reports
     if keep_reports is not None:
         keep_reports.extend(reports)
-    loads = sum(1 for r in records if r.outcome == "loaded")
-    return measure_reports(traces.name, reports, loads=loads, peak_memory_bytes=peak[0])
+    return measure_reports(traces.name, reports, peak_memory_bytes=peak[0])
 
 
 def model_target_only(traces: SessionTraces, cost: CostModel) -> RunMeasure:

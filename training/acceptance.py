@@ -8,28 +8,22 @@ y[t]`` determines every speculative round exactly.
 Definition used everywhere in the zoo (k = 4): rounds start at t = 0; a round at t proposes
 ``p = min(k, n - t)`` tokens, accepts ``a`` = the number of leading ones of ``match[t:t+p]``,
 and the target then contributes one token of its own (the correction, or the bonus token
-after a full accept), so the next round starts at ``t + a + 1``. The acceptance rate is
+after a full accept), so the next round starts at ``t + a + 1``. This is the engine's rule
+(:func:`memspec_ros.core.greedy_match.greedy_rounds`) for a continuation cut from a longer
+generation: the engine proposes ``min(k, remaining - 1)`` and ``n - t + 1`` tokens remain at
+``t``, since the continuation is not where the generation ends. The acceptance rate is
 ``sum(a) / sum(p)`` over all rounds of all prompts of a domain (pooled, not averaged).
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from memspec_ros.core.greedy_match import greedy_rounds
+
 
 def simulate_rounds(match: Sequence[bool], k: int = 4) -> tuple[int, int, int]:
     """Return ``(accepted, proposed, rounds)`` for greedy speculation over one sequence."""
-    t, accepted, proposed, rounds = 0, 0, 0, 0
-    n = len(match)
-    while t < n:
-        p = min(k, n - t)
-        a = 0
-        while a < p and match[t + a]:
-            a += 1
-        accepted += a
-        proposed += p
-        rounds += 1
-        t += a + 1
-    return accepted, proposed, rounds
+    return greedy_rounds(match, k)
 
 
 def acceptance_rate(matches: Sequence[Sequence[bool]], k: int = 4) -> float:

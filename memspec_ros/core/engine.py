@@ -20,14 +20,13 @@ from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerB
 
 from memspec_ros.core.detokenizer import IncrementalDetokenizer
 from memspec_ros.core.errors import InvalidRequestError, VocabularyMismatchError
+from memspec_ros.core.greedy_match import proposal_length
 from memspec_ros.core.proposer import DraftProposer, Proposal
 from memspec_ros.core.rejection_sampler import RejectionSampler
 from memspec_ros.core.sampling import GREEDY, SamplingParams
 from memspec_ros.core.scorer import TargetScorer
 from memspec_ros.core.stats import RoundStats
-
-MAX_K = 64
-"""Upper bound on tokens proposed per round; larger values are surely a caller bug."""
+from memspec_ros.knobs import K
 
 Prompt = str | Sequence[int]
 
@@ -226,16 +225,16 @@ class GenerationSession:
         """
         if self.done:
             raise InvalidRequestError("the session is finished; use continue_with() for a new turn")
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-            raise InvalidRequestError(f"k must be an int in [1, {MAX_K}], got {k!r}")
+        k_problem = K.problem(k)
+        if k_problem is not None:
+            raise InvalidRequestError(k_problem)
         if proposer is not None and proposer.vocab_size != self.engine.vocab_size:
             raise VocabularyMismatchError(
                 proposer.name,
                 f"its model has {proposer.vocab_size} output logits, the target has {self.engine.vocab_size}",
             )
         remaining = self.remaining
-        # accepted + 1 tokens are emitted, so proposing more than remaining - 1 is wasted work.
-        k_round = min(k, remaining - 1) if proposer is not None else 0
+        k_round = proposal_length(k, remaining) if proposer is not None else 0
         if k_round > 0:
             proposal = proposer.propose(self.token_ids, k_round, self.params, self.generator)
         else:

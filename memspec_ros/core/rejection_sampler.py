@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from memspec_ros.core.greedy_match import accepted_prefix
 from memspec_ros.core.sampling import SamplingParams, logits_to_probs
 
 
@@ -69,9 +70,7 @@ class RejectionSampler:
     def greedy(proposed: Sequence[int], target_logits: torch.Tensor) -> Verdict:
         """Accept the longest prefix that matches the target's argmax, then add its next argmax."""
         best = target_logits.argmax(dim=-1).tolist()
-        accepted = 0
-        while accepted < len(proposed) and proposed[accepted] == best[accepted]:
-            accepted += 1
+        accepted = accepted_prefix(proposed, best)
         return Verdict(accepted, [*proposed[:accepted], best[accepted]])
 
     def stochastic(

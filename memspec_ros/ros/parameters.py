@@ -28,8 +28,10 @@ from rcl_interfaces.msg import (
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.node import Node
 
+from memspec_ros import knobs
 from memspec_ros.bundled_zoo import bundled_zoo_root
-from memspec_ros.runtime.policies import POLICY_NAMES
+from memspec_ros.knobs import KnobBound
+from memspec_ros.runtime.policies import POLICY_NAMES, policy_class
 
 #: Policies a node can serve with: every runtime policy except the oracle, which needs a
 #: hindsight trace of the very session it serves (a benchmark-only reference).
@@ -51,8 +53,17 @@ class ParamSpec:
     name: str
     default: Any
     description: str
-    int_range: tuple[int, int] | None = None
-    float_range: tuple[float, float] | None = None
+    int_range: tuple[int, int] | KnobBound | None = None
+    float_range: tuple[float, float] | KnobBound | None = None
+    """A range of the node's own, or a :class:`~memspec_ros.knobs.KnobBound` it shares with
+    the runtime and the bench (stored as its ``(low, high)``)."""
+
+    def __post_init__(self) -> None:
+        for attr in ("int_range", "float_range"):
+            bound = getattr(self, attr)
+            if isinstance(bound, KnobBound):
+                kind = int if attr == "int_range" else float
+                object.__setattr__(self, attr, (kind(bound.low), kind(bound.high)))
     choices: tuple[str, ...] | None = None
 
     @property
@@ -93,12 +104,12 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("tolerate_bad_drafts", False, "If true, a draft that fails validation at configure is marked unusable and the node serves without it; if false, configure fails."),
     ParamSpec("policy", "memspec", "Draft scheduling policy (changeable at run time).", choices=POLICIES),
     ParamSpec("static_draft", "draft-general", "Draft used by the 'static' policy."),
-    ParamSpec("budget_drafts", 2, "Memory budget as a number of the largest drafts; 0 = use budget_bytes.", int_range=(0, 64)),
-    ParamSpec("budget_bytes", 0, "Memory budget for resident drafts in bytes (used when budget_drafts is 0).", int_range=(0, 2**62)),
-    ParamSpec("check_interval", 4, "Speculative rounds between scheduling decisions (prediction, prefetch, eviction); changeable at run time.", int_range=(1, 64)),
-    ParamSpec("num_speculative_tokens", 4, "Draft tokens proposed per round (k); changeable at run time.", int_range=(1, 16)),
-    ParamSpec("storage_bandwidth_mbps", 0.0, "Emulated storage read bandwidth for draft loads in MB/s (an edge device's flash); 0 = read at native speed.", float_range=(0.0, 1.0e5)),
-    ParamSpec("load_timeout_s", 30.0, "A draft load that takes longer is abandoned and reported.", float_range=(0.1, 3600.0)),
+    ParamSpec("budget_drafts", 2, "Memory budget as a number of the largest drafts; 0 = use budget_bytes.", int_range=knobs.BUDGET_DRAFTS),
+    ParamSpec("budget_bytes", 0, "Memory budget for resident drafts in bytes (used when budget_drafts is 0).", int_range=knobs.BUDGET_BYTES),
+    ParamSpec("check_interval", 4, "Speculative rounds between scheduling decisions (prediction, prefetch, eviction); changeable at run time.", int_range=knobs.CHECK_INTERVAL),
+    ParamSpec("num_speculative_tokens", 4, "Draft tokens proposed per round (k); changeable at run time.", int_range=knobs.K),
+    ParamSpec("storage_bandwidth_mbps", 0.0, "Emulated storage read bandwidth for draft loads in MB/s (an edge device's flash); 0 = read at native speed.", float_range=knobs.STORAGE_BANDWIDTH_MBPS),
+    ParamSpec("load_timeout_s", 30.0, "A draft load that takes longer is abandoned and reported.", float_range=knobs.LOAD_TIMEOUT_S),
     ParamSpec("device", "cpu", "torch device for all models (e.g. cpu, cuda:0)."),
     ParamSpec("dtype", "float32", "Compute dtype of the models.", choices=DTYPES),
     ParamSpec("num_threads", 0, "torch intra-op threads; 0 = torch's default.", int_range=(0, 256)),
@@ -214,7 +225,7 @@ def validate(values: dict[str, Any], problems: dict[str, str] | None = None) -> 
     if values["budget_drafts"] == 0 and values["budget_bytes"] == 0:
         raise ConfigError("parameters 'budget_drafts' and 'budget_bytes' are both 0: set one of them")
     predictor = _confined(root, values["predictor_path"], "predictor_path")
-    if values["policy"].startswith("memspec") and values["policy"] != "memspec-manage-only" and not predictor.is_file():
+    if policy_class(values["policy"]).needs_predictor and not predictor.is_file():
         raise ConfigError(
             f"parameter 'predictor_path': {predictor} does not exist; policy '{values['policy']}' needs the "
             "trained predictor (scripts/train_predictor.py), or choose another policy"

@@ -38,7 +38,7 @@ def build_policy(config: NodeConfig, draft_names: list[str]) -> Policy:
     try:
         return make_policy(
             config["policy"],
-            predictor=config.predictor_path if config["policy"].startswith("memspec") else None,
+            predictor=config.predictor_path,
             draft_names=draft_names,
             static_draft=config["static_draft"],
         )

@@ -36,9 +36,10 @@ from .runtime import (
     make_materializer,
 )
 from .scheduler import Scheduler
-from .simulator import SimulationResult, Simulator, VirtualLoader
+from .simulator import SimulationResult, Simulator
 from .storage import StorageModel
 from .traces import SessionTrace, Turn, TurnTrace, record_session
+from .virtual_time import VirtualClock, VirtualLoader
 
 __all__ = [
     "ADAPTIVE_BASELINES", "POLICY_NAMES", "AcceptanceSummary", "AcceptanceTracker", "BackgroundLoader", "Budget",
@@ -47,7 +48,7 @@ __all__ = [
     "DraftStatus", "GenerationReport", "InvalidTransition", "LoadRecord", "LoadTicket", "Policy", "PoolError",
     "PoolInvariantError", "ResidencyEvent", "ResidencySnapshot", "RoundEvent", "RoundRecord", "RuntimeConfig",
     "RuntimeStats", "Scheduler", "SessionTrace", "SimulationResult", "Simulator", "StorageModel", "Turn",
-    "TurnTrace", "VirtualLoader", "ZooManifest", "calibrate_overheads", "check_catalogue_vocab",
+    "TurnTrace", "VirtualClock", "VirtualLoader", "ZooManifest", "calibrate_overheads", "check_catalogue_vocab",
     "load_zoo_manifest", "make_materializer", "make_policy", "measure_cost_model", "record_session",
     "zoo_fingerprint",
 ]

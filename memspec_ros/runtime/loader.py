@@ -164,11 +164,6 @@ class BackgroundLoader:
             self.pool.notify_waiters()
         return found
 
-    def cancel_all(self) -> None:
-        """Abandon every queued and in-progress load."""
-        for name in self.pending():
-            self.cancel(name)
-
     def is_pending(self, name: str) -> bool:
         """Whether a load of ``name`` is queued or in progress."""
         with self._lock:
@@ -185,17 +180,6 @@ class BackgroundLoader:
         """Every finished load attempt so far."""
         with self._lock:
             return list(self._records)
-
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        """Block until nothing is queued or loading (for tests and warm-up)."""
-        deadline = None if timeout is None else self._clock() + timeout
-        with self._wake:
-            while self._queue or self._current is not None:
-                remaining = None if deadline is None else deadline - self._clock()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._wake.wait(remaining if remaining is not None else 0.1)
-        return True
 
     def close(self, timeout: float = 5.0) -> None:
         """Cancel everything and stop the worker thread."""

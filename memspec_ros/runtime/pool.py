@@ -55,10 +55,8 @@ class _Entry:
     handle: Any = None
     leases: int = 0
     last_used: int = 0
-    loaded_at: float | None = None
     last_error: str | None = None
     failures: int = 0
-    loads: int = 0
 
 
 class DraftPool:
@@ -175,16 +173,6 @@ class DraftPool:
         with self._lock:
             return self._entry(name).last_error
 
-    def loaded_at(self, name: str) -> float | None:
-        """Clock time at which ``name`` last became resident."""
-        with self._lock:
-            return self._entry(name).loaded_at
-
-    def total_loads(self) -> int:
-        """Completed loads over the pool's life."""
-        with self._lock:
-            return sum(e.loads for e in self._entries.values())
-
     # ------------------------------------------------------------------ transitions
     def begin_load(self, name: str) -> None:
         """ON_STORAGE -> LOADING, reserving the draft's bytes. Raises if there is no room."""
@@ -217,8 +205,6 @@ class DraftPool:
                 raise InvalidTransition(f"cannot complete load of {name!r}: it is {e.state.name}")
             e.handle = handle
             e.progress = 1.0
-            e.loads += 1
-            e.loaded_at = self._clock()
             e.last_used = next(self._use_counter)
             self._move(e, DraftState.RESIDENT, "load completed")
 
@@ -270,11 +256,6 @@ class DraftPool:
                 self._free(e, "evicted after use")
             else:
                 self._check_invariant()
-
-    def touch(self, name: str) -> None:
-        """Mark a resident draft as just used (for LRU) without a lease."""
-        with self._lock:
-            self._entry(name).last_used = next(self._use_counter)
 
     def set_active(self, name: str | None) -> None:
         """Declare which draft proposes tokens now (``None``: target-only)."""

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memspec_ros.core.greedy_match import greedy_rounds
+
 from .context import ContextTracker
 from .predictor import TOKEN_BUCKETS, DraftPredictor, feature_vector
 from .traces import SessionTrace
@@ -28,18 +30,7 @@ from .traces import SessionTrace
 
 def segment_rate(match: np.ndarray, pos: int, k: int, horizon: int, max_new: int) -> float:
     """Acceptance rate of greedy rounds from ``pos`` over the next ``horizon`` tokens."""
-    end = min(len(match), pos + horizon)
-    t, acc, prop = pos, 0, 0
-    while t < end:
-        p = max(0, min(k, max_new - t - 1))
-        if p == 0:
-            break
-        a = 0
-        while a < p and t + a < len(match) and match[t + a]:
-            a += 1
-        acc += a
-        prop += p
-        t += a + 1
+    acc, prop, _ = greedy_rounds(match, k, start=pos, end=min(len(match), pos + horizon), limit=max_new)
     return acc / prop if prop else 0.0
 
 

@@ -33,14 +33,17 @@ from memspec_ros.core.model_loading import (
 from memspec_ros.core.proposer import DraftProposer
 from memspec_ros.core.sampling import GREEDY, SamplingParams
 from memspec_ros.core.stats import RoundStats
+from memspec_ros.knobs import CHECK_INTERVAL, LOAD_TIMEOUT_S, K
 
 from .acceptance import AcceptanceTracker, RoundRecord
 from .catalogue import Budget, Catalogue, DraftSpec
 from .context import ContextTracker
-from .loader import BackgroundLoader, LoadRecord, Materializer
+from .engine_rounds import EngineRounds
+from .loader import BackgroundLoader, Loader, LoadRecord, Materializer
 from .policies.base import Decision, Policy, PolicyView, RoundFeedback, SchedulePlan
 from .pool import DraftPool, InvalidTransition
 from .residency import DraftState, ResidencyEvent
+from .round_execution import RoundExecutor
 from .scheduler import Scheduler
 from .storage import StorageModel
 
@@ -62,10 +65,10 @@ class RuntimeConfig:
     stall_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
-        if not 1 <= self.k <= 64:
-            raise ValueError(f"k must be in [1, 64], got {self.k}")
-        if self.check_interval < 1:
-            raise ValueError(f"check_interval must be >= 1, got {self.check_interval}")
+        K.check(self.k)
+        CHECK_INTERVAL.check(self.check_interval)
+        if self.load_timeout_s is not None:
+            LOAD_TIMEOUT_S.check(self.load_timeout_s)
         if self.scheduling not in ("inline", "external"):
             raise ValueError(f"scheduling must be 'inline' or 'external', got {self.scheduling!r}")
 
@@ -221,20 +224,28 @@ class DraftRuntime:
     """Memory-aware speculative decoding over a catalogue of drafts.
 
     Args:
-        engine: the speculative engine (owns the target).
+        engine: the speculative engine (owns the target), or any :class:`RoundExecutor` (the
+            simulator passes a trace replay; with it, pass ``loader`` and a virtual ``clock``).
         catalogue: the drafts.
         budget: memory for drafts; ignored (unlimited) for a policy with ``unlimited_memory``.
         policy: any :class:`~memspec_ros.runtime.policies.base.Policy`.
         config: see :class:`RuntimeConfig`.
         materialize: how loaded bytes become a proposer (default: :func:`make_materializer`).
         clock: time source (seconds).
+        loader: builds the loader from the pool (default: the background loader thread).
     """
 
-    def __init__(self, engine: SpeculativeEngine, catalogue: Catalogue, budget: Budget, policy: Policy,
-                 config: RuntimeConfig | None = None, *, materialize: Materializer | None = None,
+    def __init__(self, engine: SpeculativeEngine | RoundExecutor, catalogue: Catalogue, budget: Budget,
+                 policy: Policy, config: RuntimeConfig | None = None, *, materialize: Materializer | None = None,
                  clock: Callable[[], float] = time.perf_counter,
-                 on_load_failure: Callable[[LoadRecord], None] | None = None) -> None:
-        self.engine = engine
+                 on_load_failure: Callable[[LoadRecord], None] | None = None,
+                 loader: Callable[[DraftPool], Loader] | None = None) -> None:
+        if isinstance(engine, SpeculativeEngine):
+            self.engine: SpeculativeEngine | None = engine
+            self.rounds: RoundExecutor = EngineRounds(engine, clock)
+        else:
+            self.engine = None
+            self.rounds = engine
         self.catalogue = catalogue
         self.config = config or RuntimeConfig()
         self.budget = Budget.unlimited() if policy.unlimited_memory else budget
@@ -242,15 +253,18 @@ class DraftRuntime:
         self._clock = clock
         policy.bind(catalogue, self.budget, self.config.k)
         self.pool = DraftPool(catalogue, self.budget, clock=clock)
-        self.loader = BackgroundLoader(self.pool, materialize or make_materializer(catalogue), self.config.storage,
-                                       timeout_s=self.config.load_timeout_s, space_wait_s=self.config.space_wait_s,
-                                       on_failure=on_load_failure, clock=clock)
+        if loader is not None:
+            self.loader: Loader = loader(self.pool)
+        else:
+            self.loader = BackgroundLoader(self.pool, materialize or make_materializer(catalogue),
+                                           self.config.storage, timeout_s=self.config.load_timeout_s,
+                                           space_wait_s=self.config.space_wait_s, on_failure=on_load_failure,
+                                           clock=clock)
+        self.rounds.bind(self.pool, self.loader)
         self.tracker = AcceptanceTracker(catalogue.names)
         self.context = ContextTracker()
-        self.scheduler = Scheduler(self.pool, self.loader, policy, self.view, clock=clock)
-        self.check_due = threading.Event()
-        """Set by the decoding loop when a check is due (external scheduling); the node's
-        callback clears it and calls :meth:`tick`."""
+        self.scheduler = Scheduler(self.pool, self.loader, policy, self.view, clock=clock,
+                                   after_plan=lambda: self.rounds.charge_tick(self.policy))
         self.on_check_due: Callable[[], None] | None = None
         """Called (decoding thread) when a check is due in external mode, e.g. to trigger a
         guard condition; must return at once."""
@@ -316,7 +330,6 @@ class DraftRuntime:
 
     def tick(self) -> SchedulePlan:
         """Run one scheduling decision now (thread-safe; the node's timer calls this)."""
-        self.check_due.clear()
         return self.scheduler.tick()
 
     def view(self) -> PolicyView:
@@ -369,7 +382,7 @@ class DraftRuntime:
             s.mean_round_s = float(np.mean(self._round_seconds)) if self._round_seconds else None
         s.ticks = self.scheduler.stats.ticks
         s.tick_s = self.scheduler.stats.seconds
-        s.predictor_s = _predictor_seconds(self.policy)
+        s.predictor_s = self.rounds.predictor_seconds(self.policy)
         s.predictor_calls = int(getattr(getattr(self.policy, "predictor", None), "calls", 0))
         s.loads = len(loads)
         s.load_failures = sum(1 for r in self.loader.records() if r.outcome in ("failed", "timeout"))
@@ -416,37 +429,27 @@ class DraftRuntime:
     def _generate(self, prompt: Prompt, max_new_tokens: int, params: SamplingParams,
                   conversation: Conversation | None, on_round, should_stop) -> GenerationReport:
         t_start = self._clock()
+        tick_s0 = self.scheduler.stats.seconds
+        pred_s0 = self.rounds.predictor_seconds(self.policy)
+        loads0 = sum(1 for r in self.loader.records() if r.outcome == "loaded")
+        fails0 = sum(1 for r in self.loader.records() if r.outcome in ("failed", "timeout"))
         conv = conversation or Conversation()
-        if conv.session is None:
-            session = self.engine.start(prompt, max_new_tokens, params)
-            conv.session = session
-            prompt_ids = list(session.token_ids)
-            turn_index = 0
-        else:
-            session = conv.session
-            before = len(session.token_ids)
-            session.continue_with(prompt, max_new_tokens, params)
-            prompt_ids = session.token_ids[before:]
-            turn_index = conv.turns
-        conv.turns += 1
-        self.context.new_turn(prompt_ids)
+        turn = self.rounds.begin_turn(prompt, max_new_tokens, params, conv)  # prefill: loads go on meanwhile
+        turn_index = turn.turn_index
+        self.context.new_turn(turn.prompt_ids)
         with self._lock:
             self._turn = turn_index
             self._turn_pos = 0
-            self._remaining = session.remaining
+            self._remaining = turn.remaining
         self.policy.new_turn(self.view())
         report = GenerationReport(output_ids=[], text="", finish_reason="", wall_s=0.0,
-                                  prompt_tokens=len(prompt_ids) - (1 if turn_index == 0 else 0))
-        tick_s0 = self.scheduler.stats.seconds
-        pred_s0 = _predictor_seconds(self.policy)
-        loads0 = sum(1 for r in self.loader.records() if r.outcome == "loaded")
-        fails0 = sum(1 for r in self.loader.records() if r.outcome in ("failed", "timeout"))
+                                  prompt_tokens=len(turn.prompt_ids) - (1 if turn_index == 0 else 0))
         turn_rounds = 0
         since_tick = 0
-        finish = None
-        while not session.done:
+        cancelled = False
+        while not turn.done:
             if should_stop is not None and should_stop():
-                finish = "cancelled"
+                cancelled = True
                 break
             r_start = self._clock()
             view = self.view()
@@ -459,64 +462,51 @@ class DraftRuntime:
                     draft = None
             try:
                 self.pool.set_active(draft)
-                ctx_before = list(session.token_ids) if self.policy.wants_counterfactual else None
-                stats = session.step(handle, self.config.k)
+                out = turn.run(draft, handle, self.config.k, self.policy.wants_counterfactual)
             finally:
                 if draft is not None:
                     self.pool.release(draft)
-            emitted_ids = session.token_ids[len(session.token_ids) - stats.emitted:]
-            hidden = session.verified_hidden_states
-            self.context.push(emitted_ids, None if hidden is None else hidden.detach().float().cpu().numpy())
-            cf = None
-            cf_s = 0.0
-            if ctx_before is not None and stats.proposed > 0:
-                t_cf = self._clock()
-                cf = self._counterfactual(ctx_before, emitted_ids, stats.proposed, draft)
-                cf_s = self._clock() - t_cf
-                report.counterfactual_s += cf_s
-            used = stats.draft_name
+            self.context.push(out.emitted_ids, out.hidden)
+            report.counterfactual_s += out.counterfactual_s
+            used = out.draft
             r_end = self._clock()
-            self.tracker.record(RoundRecord(round_index=view.round_index, draft=used, proposed=stats.proposed,
-                                            accepted=stats.accepted, emitted=stats.emitted,
-                                            seconds=r_end - r_start, draft_s=stats.draft_seconds,
-                                            verify_s=stats.verify_seconds))
+            self.tracker.record(RoundRecord(round_index=view.round_index, draft=used, proposed=out.proposed,
+                                            accepted=out.accepted, emitted=out.emitted,
+                                            seconds=r_end - r_start, draft_s=out.draft_s,
+                                            verify_s=out.verify_s))
             with self._lock:
                 self._round += 1
-                self._turn_pos += stats.emitted
-                self._remaining = session.remaining
+                self._turn_pos += out.emitted
+                self._remaining = turn.remaining
                 if used is not None:
                     self._round_seconds.append(r_end - r_start - stall)
             self.policy.observe(RoundFeedback(round_index=view.round_index, turn=turn_index,
                                               turn_position=view.turn_position, draft=used,
-                                              proposed=stats.proposed, accepted=stats.accepted,
-                                              emitted=stats.emitted, seconds=r_end - r_start,
-                                              counterfactual=cf), view)
-            report.record_round(used, stats.proposed, stats.accepted, stall)
+                                              proposed=out.proposed, accepted=out.accepted,
+                                              emitted=out.emitted, seconds=r_end - r_start,
+                                              counterfactual=out.counterfactual), view)
+            report.record_round(used, out.proposed, out.accepted, stall)
             snap = self.pool.snapshot()
             report.timeline.append(RoundEvent(
-                start=r_start - t_start, end=r_end - t_start, turn=turn_index, draft=used, proposed=stats.proposed,
-                accepted=stats.accepted, emitted=stats.emitted, stall_s=stall, draft_s=stats.draft_seconds,
-                verify_s=stats.verify_seconds, extra_s=cf_s, catchup_tokens=stats.catchup_tokens,
+                start=r_start - t_start, end=r_end - t_start, turn=turn_index, draft=used, proposed=out.proposed,
+                accepted=out.accepted, emitted=out.emitted, stall_s=stall, draft_s=out.draft_s,
+                verify_s=out.verify_s, extra_s=out.counterfactual_s, catchup_tokens=out.catchup_tokens,
                 resident=tuple(snap.resident), loading=tuple(snap.names_in(DraftState.LOADING))))
             if on_round is not None:
-                on_round(stats, session)
+                on_round(out.stats, turn.session)
             turn_rounds += 1
             since_tick += 1
             if turn_rounds == 1 or since_tick >= self.config.check_interval:
                 since_tick = 0
                 if self.config.scheduling == "inline":
                     self.scheduler.tick()
-                else:
-                    self.check_due.set()
-                    if self.on_check_due is not None:
-                        self.on_check_due()
+                elif self.on_check_due is not None:
+                    self.on_check_due()
         self.pool.set_active(None)  # nothing proposes between turns
-        report.output_ids = list(session.output_ids)
-        report.text = session.text()
-        report.finish_reason = finish or session.finish_reason or "length"
+        report.output_ids, report.text, report.finish_reason = turn.finish(cancelled)
         report.wall_s = self._clock() - t_start
         report.tick_s = self.scheduler.stats.seconds - tick_s0
-        report.predictor_s = _predictor_seconds(self.policy) - pred_s0
+        report.predictor_s = self.rounds.predictor_seconds(self.policy) - pred_s0
         report.loads = sum(1 for r in self.loader.records() if r.outcome == "loaded") - loads0
         report.load_failures = sum(1 for r in self.loader.records() if r.outcome in ("failed", "timeout")) - fails0
         with self._lock:
@@ -527,9 +517,6 @@ class DraftRuntime:
             st.decode_s += report.wall_s
             st.stall_s += report.stall_s
             st.switches += report.switches
-        if finish == "cancelled":
-            # A cancelled turn leaves the session mid-turn; close it so the dialogue can go on.
-            session.finish_reason = "cancelled"
         return report
 
     def _select_draft(self, view: PolicyView) -> tuple[str | None, float]:
@@ -541,7 +528,7 @@ class DraftRuntime:
         if decision.wait:
             t0 = self._clock()
             ticket = self.scheduler.demand(draft)
-            ticket.wait(self.config.stall_timeout_s)
+            self.rounds.wait_for_load(ticket, self.config.stall_timeout_s)
             stall = self._clock() - t0
             if self.pool.state(draft) == DraftState.RESIDENT:
                 return draft, stall
@@ -552,29 +539,3 @@ class DraftRuntime:
                 return decision.draft, stall
         # Not resident and not waited for: run target-only rather than block.
         return None, stall
-
-    def _counterfactual(self, ctx_before: list[int], emitted: list[int], k_round: int,
-                        ran: str | None) -> dict[str, int]:
-        """Tokens each other resident draft would have had accepted this round (HedgeSpec-style)."""
-        out: dict[str, int] = {}
-        for name in self.pool.resident():
-            if name == ran:
-                continue
-            try:
-                proposer = self.pool.acquire(name)
-            except InvalidTransition:
-                continue
-            try:
-                tokens = proposer.propose(ctx_before, k_round, GREEDY).tokens
-            finally:
-                self.pool.release(name)
-            n = 0
-            while n < len(tokens) and n < len(emitted) and tokens[n] == emitted[n]:
-                n += 1
-            out[name] = n
-        return out
-
-
-def _predictor_seconds(policy: Policy) -> float:
-    pred = getattr(policy, "predictor", None)
-    return float(getattr(pred, "seconds", 0.0)) if pred is not None else 0.0

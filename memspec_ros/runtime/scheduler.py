@@ -23,20 +23,18 @@ from .residency import DraftState
 
 @dataclass
 class TickStats:
-    """Cumulative cost and effect of scheduling decisions."""
+    """Cumulative cost of scheduling decisions (reports and the simulator's cost model)."""
 
     ticks: int = 0
     seconds: float = 0.0
-    prefetches: int = 0
-    evictions: int = 0
-    cancellations: int = 0
 
 
 class Scheduler:
     """Applies a policy's plans to a pool through a loader."""
 
     def __init__(self, pool: DraftPool, loader: Loader, policy: Policy, view: Callable[[], PolicyView],
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter,
+                 after_plan: Callable[[], None] | None = None) -> None:
         self.pool = pool
         self.loader = loader
         self.policy = policy
@@ -45,7 +43,8 @@ class Scheduler:
         self.lock = threading.RLock()
         """Held while a plan is made and applied (and while the policy is swapped)."""
         self.stats = TickStats()
-        self.last_plan: SchedulePlan | None = None
+        self._after_plan = after_plan
+        """Runs inside the timed part of a tick: a virtual clock charges the tick's cost here."""
 
     def tick(self) -> SchedulePlan:
         """Ask the policy for a plan and carry it out; returns the plan."""
@@ -53,7 +52,8 @@ class Scheduler:
             t0 = self._clock()
             plan = self.policy.plan(self._view())
             self.apply(plan)
-            self.last_plan = plan
+            if self._after_plan is not None:
+                self._after_plan()
             self.stats.ticks += 1
             self.stats.seconds += self._clock() - t0
             return plan
@@ -63,11 +63,13 @@ class Scheduler:
 
         Only as much is evicted as the next wanted draft needs, victims taken in the plan's
         order; loads already queued count as occupying (they will reserve their bytes when
-        they start), so queued loads never find the budget overcommitted.
+        they start), so queued loads never find the budget overcommitted. The plan's forecast
+        goes to the pool first, so a residency message shows why a load is about to start.
         """
+        if plan.predictions:
+            self.pool.set_predictions(plan.predictions)
         for name in plan.cancel:
-            if self.loader.cancel(name):
-                self.stats.cancellations += 1
+            self.loader.cancel(name)
         budget = self.pool.budget
         for i, name in enumerate(plan.want):
             state = self.pool.state(name)
@@ -93,10 +95,8 @@ class Scheduler:
             if not fits():
                 continue
             for v in victims:
-                if self.pool.evict(v, reason=f"evicted for {name}"):
-                    self.stats.evictions += 1
+                self.pool.evict(v, reason=f"evicted for {name}")
             self.loader.request(name, urgent=plan.urgent and i == 0)
-            self.stats.prefetches += 1
 
     def demand(self, name: str) -> LoadTicket:
         """Load ``name`` now for a policy that will wait for it, evicting least recently used drafts.
@@ -105,8 +105,8 @@ class Scheduler:
         """
         with self.lock:
             for other in self.loader.pending():
-                if other != name and self.loader.cancel(other):
-                    self.stats.cancellations += 1
+                if other != name:
+                    self.loader.cancel(other)
             lru = self.pool.lru_order(exclude=(name,))
             victims: list[str] = []
             for v in lru:
@@ -114,6 +114,5 @@ class Scheduler:
                     break
                 victims.append(v)
             for v in victims:
-                if self.pool.evict(v, reason=f"evicted for {name} (on demand)"):
-                    self.stats.evictions += 1
+                self.pool.evict(v, reason=f"evicted for {name} (on demand)")
             return self.loader.request(name, urgent=True)

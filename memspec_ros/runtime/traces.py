@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from memspec_ros.core.greedy_match import leading_matches, proposal_length
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -53,12 +55,7 @@ class TurnTrace:
 
     def run_length(self, draft: str, pos: int, cap: int) -> int:
         """Leading ones of ``match[draft]`` from ``pos``, at most ``cap``."""
-        m = self.match[draft]
-        end = min(len(m), pos + cap)
-        n = 0
-        while pos + n < end and m[pos + n]:
-            n += 1
-        return n
+        return leading_matches(self.match[draft][pos:pos + cap])
 
     def round_at(self, draft: str | None, pos: int, k: int) -> tuple[int, int, int]:
         """``(proposed, accepted, emitted)`` of a round at ``pos`` - the engine's exact rules.
@@ -66,7 +63,7 @@ class TurnTrace:
         The engine proposes ``min(k, remaining - 1)`` tokens (more could not be emitted), emits
         accepted + 1, and stops at end-of-sequence (the trace's last token then).
         """
-        p = 0 if draft is None else max(0, min(k, self.max_new_tokens - pos - 1))
+        p = 0 if draft is None else proposal_length(k, self.max_new_tokens - pos)
         a = self.run_length(draft, pos, p) if draft is not None else 0
         return p, a, min(a + 1, len(self.output_ids) - pos)
 

@@ -91,11 +91,14 @@ def test_external_scheduling_from_another_thread(world, reference_outputs) -> No
     """The node's pattern: the decode loop only signals; a separate thread runs tick()."""
     rt = _runtime(world, "memspec", scheduling="external")
     stop = threading.Event()
+    due = threading.Event()
+    rt.on_check_due = due.set  # the node triggers a guard condition here
     ticks = []
 
     def timer() -> None:
         while not stop.is_set():
-            if rt.check_due.wait(0.01):
+            if due.wait(0.01):
+                due.clear()
                 ticks.append(rt.tick())
 
     thread = threading.Thread(target=timer)

@@ -133,3 +133,23 @@ def test_oracle_holds_its_hindsight_choice_for_a_segment(world) -> None:
     assert _switches_off_segment_boundaries(world, trace, 1) > 0
     with pytest.raises(ValueError, match="segment_rounds"):
         OraclePolicy(trace, segment_rounds=0)
+
+
+def test_simulated_reports_fill_every_field_a_real_report_has(world) -> None:
+    """One round loop: loads, predictor, tick and counterfactual time come from the same code."""
+    memspec = _sim(world, "memspec")
+    res = memspec.run(world.trace)
+    loaded = sum(1 for r in res.load_records if r.outcome == "loaded")
+    assert loaded > 0 and sum(r.loads for r in res.reports) == loaded
+    assert sum(r.predictor_s for r in res.reports) == pytest.approx(res.predictor_calls * _cost(world).predictor_s)
+    assert all(r.tick_s > 0 for r in res.reports)
+    hedge = _sim(world, "hedge").run(world.trace)
+    extra = sum(ev.extra_s for r in hedge.reports for ev in r.timeline)
+    assert extra > 0 and sum(r.counterfactual_s for r in hedge.reports) == pytest.approx(extra)
+
+
+def test_a_replay_refuses_a_turn_that_is_not_the_traces(world) -> None:
+    sim = _sim(world, "static")
+    sim.rounds.replay(world.trace, sim.runtime.policy)
+    with pytest.raises(ValueError, match="turn 0 of trace"):
+        sim.runtime.generate("a different prompt", 8, conversation=sim.runtime.new_conversation())

@@ -13,9 +13,19 @@ from .oracle import AcceptanceOracle, OraclePolicy
 from .reactive import ReactivePolicy
 from .static import StaticPolicy
 
-POLICY_NAMES: tuple[str, ...] = ("static", "reactive", "ucb", "exp3", "hedge", "memspec",
-                                 "memspec-predict-only", "memspec-manage-only", "oracle")
+_CLASSES: tuple[type[Policy], ...] = (StaticPolicy, ReactivePolicy, UCBPolicy, EXP3Policy, HedgePolicy,
+                                      MemSpecPolicy, MemSpecPredictOnlyPolicy, MemSpecManageOnlyPolicy,
+                                      OraclePolicy)
+POLICY_NAMES: tuple[str, ...] = tuple(c.name for c in _CLASSES)
 """Every policy the runtime offers, in the order reports list them."""
+
+
+def policy_class(name: str) -> type[Policy]:
+    """The class of the policy called ``name`` (for its flags, e.g. ``needs_predictor``)."""
+    for cls in _CLASSES:
+        if cls.name == name:
+            return cls
+    raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
 
 ADAPTIVE_BASELINES: tuple[str, ...] = ("reactive", "ucb", "exp3", "hedge")
 """The adaptive baselines MemSpec must beat."""
@@ -30,7 +40,12 @@ def make_policy(name: str, *, predictor: DraftPredictor | Path | str | None = No
     predictor-driven policies, ``oracle`` (an exact trace of the session) by ``oracle``.
     ``draft_names`` restricts a loaded predictor to the catalogue's drafts.
     """
-    if isinstance(predictor, (str, Path)):
+    cls = policy_class(name)
+    if not cls.needs_predictor:
+        predictor = None  # never read a predictor file a policy would not use
+    elif predictor is None:
+        raise ValueError(f"policy {name!r} needs a predictor (train one with scripts/train_predictor.py)")
+    elif isinstance(predictor, (str, Path)):
         predictor = DraftPredictor.load(predictor, draft_names)
     if name == "static":
         return StaticPolicy(static_draft)
@@ -42,20 +57,20 @@ def make_policy(name: str, *, predictor: DraftPredictor | Path | str | None = No
         return EXP3Policy(seed=seed)
     if name == "hedge":
         return HedgePolicy()
-    if name in ("memspec", "memspec-predict-only"):
-        if predictor is None:
-            raise ValueError(f"policy {name!r} needs a predictor (train one with scripts/train_predictor.py)")
-        return MemSpecPolicy(predictor) if name == "memspec" else MemSpecPredictOnlyPolicy(predictor)
+    if name == "memspec":
+        return MemSpecPolicy(predictor)
+    if name == "memspec-predict-only":
+        return MemSpecPredictOnlyPolicy(predictor)
     if name == "memspec-manage-only":
         return MemSpecManageOnlyPolicy()
     if name == "oracle":
         if oracle is None:
             raise ValueError("policy 'oracle' needs the session's exact trace (oracle=...)")
         return OraclePolicy(oracle)
-    raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
+    raise AssertionError(f"policy {name!r} has a class but no construction in make_policy")
 
 
 __all__ = ["ADAPTIVE_BASELINES", "POLICY_NAMES", "AcceptanceOracle", "Decision", "EXP3Policy", "HedgePolicy",
            "MemSpecManageOnlyPolicy", "MemSpecPolicy", "MemSpecPredictOnlyPolicy", "OraclePolicy", "Policy",
            "PolicyView", "ReactivePolicy", "RoundFeedback", "SchedulePlan", "StaticPolicy", "UCBPolicy",
-           "make_policy"]
+           "make_policy", "policy_class"]

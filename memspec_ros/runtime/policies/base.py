@@ -129,7 +129,9 @@ class Policy(ABC):
     """Base class: locking, binding to a catalogue, and the three entry points."""
 
     name: ClassVar[str] = "policy"
-    never_stalls: ClassVar[bool] = False
+    needs_predictor: ClassVar[bool] = False
+    """Built with a trained :class:`~memspec_ros.runtime.predictor.DraftPredictor`: the one
+    place that says so, read by the factory, the node's parameter checks and the bench."""
     wants_counterfactual: ClassVar[bool] = False
     unlimited_memory: ClassVar[bool] = False
 

@@ -12,10 +12,8 @@ in memory):
   a load: a better draft is swapped in the round after its load completes.
 * a draftless stretch is interrupted by a *probe* round every ``probe_every`` (16) rounds: a
   round without a draft observes nothing about the drafts, so without probes one unlucky round
-  could leave a good draft unused for the rest of a turn (seen with an earlier zoo: 27 draftless
-  rounds in a code turn whose draft accepted a token a round). Probes are insurance, not free:
-  in the bench workload's simulation a probe every 4 rounds cost 3% of memspec's tokens/s, every
-  16 rounds about 1%.
+  could leave a good draft unused for the rest of a turn. Probes are insurance, not free (each
+  runs a draft the measured times call slower), so they are rare.
 
 Ablations (the paper's): ``memspec-predict-only`` lets the predictor choose but loads on demand
 and waits; ``memspec-manage-only`` keeps the manager but drives it with acceptance statistics
@@ -56,8 +54,6 @@ def working_set(view: PolicyView, utility: Mapping[str, float], *, keep_bonus: f
 
 class _ManagedPolicy(Policy):
     """Shared machinery of the never-stalling policies: plan a working set, run the best resident."""
-
-    never_stalls = True
 
     def __init__(self, *, keep_bonus: float = 0.05, switch_margin: float = 0.03, prior_tokens: float = 8.0,
                  evidence_rounds: int = 8, min_utility: float = 0.02, cost_aware: bool = True,
@@ -133,6 +129,7 @@ class MemSpecPolicy(_ManagedPolicy):
     """Predictor + working-set manager; never stalls."""
 
     name = "memspec"
+    needs_predictor = True
 
     def __init__(self, predictor: DraftPredictor, **kwargs: float) -> None:
         super().__init__(**kwargs)
@@ -167,6 +164,7 @@ class MemSpecPredictOnlyPolicy(Policy):
     """The predictor chooses; the chosen draft is loaded on demand and waited for (no prefetch)."""
 
     name = "memspec-predict-only"
+    needs_predictor = True
 
     def __init__(self, predictor: DraftPredictor, margin: float = 0.03) -> None:
         super().__init__()

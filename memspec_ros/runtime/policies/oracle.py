@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from memspec_ros.core.greedy_match import proposal_length
+
 from .base import Decision, Policy, PolicyView, SchedulePlan
 
 DEFAULT_SEGMENT_ROUNDS = 4
@@ -29,7 +31,6 @@ class OraclePolicy(Policy):
     """Best draft per segment from an exact trace, with every draft resident."""
 
     name = "oracle"
-    never_stalls = True
     unlimited_memory = True
 
     def __init__(self, trace: AcceptanceOracle, segment_rounds: int = DEFAULT_SEGMENT_ROUNDS) -> None:
@@ -53,7 +54,7 @@ class OraclePolicy(Policy):
         """Tokens ``draft`` would emit over the next ``segment_rounds`` rounds (exact replay)."""
         pos, remaining, tokens = view.turn_position, view.remaining, 0
         for _ in range(self.segment_rounds):
-            k_round = min(view.k, remaining - 1)
+            k_round = proposal_length(view.k, remaining)
             if k_round <= 0:
                 break
             emitted = self.trace.accepted(draft, view.turn, pos, k_round) + 1
@@ -61,7 +62,7 @@ class OraclePolicy(Policy):
         return tokens
 
     def _choose(self, view: PolicyView) -> Decision:
-        k_round = max(0, min(view.k, view.remaining - 1))
+        k_round = proposal_length(view.k, view.remaining)
         resident = [n for n in view.resident if n not in view.unusable]
         if not resident or k_round == 0:
             return Decision(resident[0] if resident else None)

@@ -1,0 +1,121 @@
+"""Rounds on the real engine, timed by the wall clock (the runtime's default executor)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from memspec_ros.core.engine import GenerationSession, Prompt, SpeculativeEngine
+from memspec_ros.core.greedy_match import accepted_prefix
+from memspec_ros.core.sampling import GREEDY, SamplingParams
+
+from .loader import Loader, LoadTicket
+from .policies.base import Policy
+from .pool import DraftPool, InvalidTransition
+from .round_execution import RoundOutcome
+
+
+class EngineTurn:
+    """One turn of a real :class:`GenerationSession`."""
+
+    def __init__(self, session: GenerationSession, prompt_ids: list[int], turn_index: int, pool: DraftPool,
+                 clock: Callable[[], float]) -> None:
+        self.session = session
+        self.prompt_ids = prompt_ids
+        self.turn_index = turn_index
+        self._pool = pool
+        self._clock = clock
+
+    @property
+    def done(self) -> bool:
+        return self.session.done
+
+    @property
+    def remaining(self) -> int:
+        return self.session.remaining
+
+    def run(self, draft: str | None, handle: Any, k: int, counterfactual: bool) -> RoundOutcome:
+        """One engine round; with ``counterfactual``, score every other resident draft on it."""
+        session = self.session
+        ctx_before = list(session.token_ids) if counterfactual else None
+        stats = session.step(handle, k)
+        emitted = session.token_ids[len(session.token_ids) - stats.emitted:]
+        hidden = session.verified_hidden_states
+        cf, cf_s = None, 0.0
+        if ctx_before is not None and stats.proposed > 0:
+            t0 = self._clock()
+            cf = self._counterfactual(ctx_before, emitted, stats.proposed, stats.draft_name)
+            cf_s = self._clock() - t0
+        return RoundOutcome(draft=stats.draft_name, proposed=stats.proposed, accepted=stats.accepted,
+                            emitted_ids=list(emitted),
+                            hidden=None if hidden is None else hidden.detach().float().cpu().numpy(),
+                            draft_s=stats.draft_seconds, verify_s=stats.verify_seconds,
+                            catchup_tokens=stats.catchup_tokens, counterfactual=cf, counterfactual_s=cf_s,
+                            stats=stats)
+
+    def finish(self, cancelled: bool) -> tuple[list[int], str, str]:
+        session = self.session
+        reason = "cancelled" if cancelled else (session.finish_reason or "length")
+        if cancelled:
+            # A cancelled turn leaves the session mid-turn; close it so the dialogue can go on.
+            session.finish_reason = "cancelled"
+        return list(session.output_ids), session.text(), reason
+
+    def _counterfactual(self, ctx_before: list[int], emitted: list[int], k_round: int,
+                        ran: str | None) -> dict[str, int]:
+        """Tokens each other resident draft would have had accepted this round (HedgeSpec-style)."""
+        out: dict[str, int] = {}
+        for name in self._pool.resident():
+            if name == ran:
+                continue
+            try:
+                proposer = self._pool.acquire(name)
+            except InvalidTransition:
+                continue
+            try:
+                tokens = proposer.propose(ctx_before, k_round, GREEDY).tokens
+            finally:
+                self._pool.release(name)
+            out[name] = accepted_prefix(tokens, emitted)
+        return out
+
+
+class EngineRounds:
+    """The real world: the speculative engine runs rounds and time is what they take."""
+
+    def __init__(self, engine: SpeculativeEngine, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.engine = engine
+        self._clock = clock
+        self._pool: DraftPool | None = None
+
+    def bind(self, pool: DraftPool, loader: Loader) -> None:
+        self._pool = pool
+
+    def begin_turn(self, prompt: Prompt, max_new_tokens: int, params: SamplingParams, conversation: Any
+                   ) -> EngineTurn:
+        """Prefill: start the conversation's session, or continue it with a new prompt."""
+        assert self._pool is not None, "bind() first"
+        if conversation.session is None:
+            session = self.engine.start(prompt, max_new_tokens, params)
+            conversation.session = session
+            prompt_ids = list(session.token_ids)
+            turn_index = 0
+        else:
+            session = conversation.session
+            before = len(session.token_ids)
+            session.continue_with(prompt, max_new_tokens, params)
+            prompt_ids = session.token_ids[before:]
+            turn_index = conversation.turns
+        conversation.turns += 1
+        return EngineTurn(session, prompt_ids, turn_index, self._pool, self._clock)
+
+    def wait_for_load(self, ticket: LoadTicket, timeout_s: float) -> None:
+        ticket.wait(timeout_s)
+
+    def charge_tick(self, policy: Policy) -> None:
+        """Nothing to add: the wall clock saw the tick."""
+
+    def predictor_seconds(self, policy: Policy) -> float:
+        pred = getattr(policy, "predictor", None)
+        return float(getattr(pred, "seconds", 0.0)) if pred is not None else 0.0

@@ -1,0 +1,230 @@
+"""Every policy's decisions on hand-built views (milliseconds; no models).
+
+The slow suites run policies end to end; these pin down what each one *decides* from a given
+view, so a one-line policy change is caught here in well under a second.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memspec_ros.runtime.policies import make_policy, policy_class
+from memspec_ros.runtime.policies.base import Decision, RoundFeedback
+from memspec_ros.runtime.traces import SessionTrace, TurnTrace
+
+from .hand_built import Stage, constant_predictor
+
+GENERAL, CODE, LEGAL = "draft-general", "draft-code", "draft-legal"
+
+
+def _bound(stage: Stage, name: str, **kwargs):
+    policy = make_policy(name, **kwargs)
+    policy.bind(stage.catalogue, stage.budget, 4)
+    return policy
+
+
+def _feedback(stage: Stage, draft: str | None, proposed: int = 4, accepted: int = 0,
+              counterfactual: dict[str, int] | None = None) -> RoundFeedback:
+    return RoundFeedback(round_index=stage.round_index, turn=0, turn_position=0, draft=draft, proposed=proposed,
+                         accepted=accepted, emitted=accepted + 1, seconds=0.03, counterfactual=counterfactual)
+
+
+def _forecast_stage(forecast: dict[str, float]):
+    stage = Stage(budget_drafts=2)
+    return stage, constant_predictor(forecast, stage.names)
+
+
+# ---------------------------------------------------------------- static
+def test_static_runs_the_generalist_and_waits_for_it() -> None:
+    stage = Stage()
+    policy = _bound(stage, "static")
+    assert policy.initial_working_set() == [GENERAL]
+    assert policy.choose(stage.view()) == Decision(GENERAL, wait=True)
+    plan = policy.plan(stage.view())
+    assert plan.want == (GENERAL,) and plan.urgent
+    stage.load(GENERAL)
+    assert policy.choose(stage.view()) == Decision(GENERAL, wait=False)
+    assert not policy.plan(stage.view()).urgent
+
+
+def test_static_serves_target_only_when_its_draft_cannot_load() -> None:
+    stage = Stage()
+    policy = _bound(stage, "static")
+    stage.unusable = frozenset({GENERAL})
+    assert policy.choose(stage.view()) == Decision(None)
+    assert policy.plan(stage.view()).want == ()
+
+
+# ---------------------------------------------------------------- reactive
+def test_reactive_replaces_a_collapsing_draft_and_waits_for_the_new_one() -> None:
+    stage = Stage()
+    stage.load(GENERAL)
+    policy = _bound(stage, "reactive")
+    assert policy.choose(stage.view()) == Decision(GENERAL, wait=False)
+    for _ in range(4):
+        stage.run(GENERAL, accepted=0)
+    plan = policy.plan(stage.view())
+    assert plan.want == (CODE,), "an untried draft (prior 0.25) beats one accepting nothing"
+    assert plan.urgent and plan.evictable == (GENERAL,)
+    assert policy.choose(stage.view()) == Decision(CODE, wait=True)
+
+
+def test_reactive_keeps_a_good_draft() -> None:
+    stage = Stage()
+    stage.load(GENERAL)
+    policy = _bound(stage, "reactive")
+    for _ in range(4):
+        stage.run(GENERAL, accepted=3)
+    assert policy.plan(stage.view()).want == (GENERAL,)
+    assert policy.choose(stage.view()) == Decision(GENERAL, wait=False)
+
+
+def test_reactive_falls_back_to_a_resident_draft_when_its_choice_is_unusable() -> None:
+    stage = Stage()
+    stage.load(GENERAL)
+    policy = _bound(stage, "reactive")
+    for _ in range(4):
+        stage.run(GENERAL, accepted=0)
+    policy.plan(stage.view())
+    stage.unusable = frozenset({CODE, LEGAL})
+    assert policy.choose(stage.view()) == Decision(GENERAL)
+
+
+# ---------------------------------------------------------------- ucb / exp3
+def test_ucb_tries_untried_drafts_resident_first() -> None:
+    stage = Stage()
+    stage.load(GENERAL)
+    policy = _bound(stage, "ucb")
+    assert policy.plan(stage.view()).want == (GENERAL,), "ties among untried arms go to the resident one"
+    for _ in range(4):
+        policy.observe(_feedback(stage, GENERAL, accepted=4), stage.view())
+    plan = policy.plan(stage.view())
+    assert plan.want == (CODE,), "an untried arm has an infinite index"
+    assert policy.choose(stage.view()) == Decision(CODE, wait=True)
+
+
+def test_exp3_is_reproducible_from_its_seed_and_skips_unusable_drafts() -> None:
+    def selections(seed: int) -> list[str | None]:
+        stage = Stage()
+        stage.unusable = frozenset({LEGAL})
+        policy = _bound(stage, "exp3", seed=seed)
+        out = []
+        for _ in range(30):
+            out.append(policy.plan(stage.view()).want[0])
+            policy.observe(_feedback(stage, out[-1], accepted=2), stage.view())
+        return out
+
+    first = selections(3)
+    assert first == selections(3)
+    assert LEGAL not in first
+    assert set(first) == {GENERAL, CODE}
+
+
+# ---------------------------------------------------------------- hedge
+def test_hedge_learns_from_counterfactual_scores_of_resident_drafts() -> None:
+    stage = Stage()
+    stage.load(GENERAL, CODE)
+    policy = _bound(stage, "hedge")
+    assert policy.wants_counterfactual
+    for _ in range(3):
+        policy.observe(_feedback(stage, GENERAL, accepted=0, counterfactual={CODE: 4}), stage.view())
+    plan = policy.plan(stage.view())
+    assert plan.want == (CODE,) and not plan.urgent
+    assert plan.predictions[CODE] > plan.predictions[GENERAL]
+    assert policy.choose(stage.view()) == Decision(CODE, wait=False)
+
+
+# ---------------------------------------------------------------- memspec and ablations
+def test_memspec_prefetches_the_forecast_and_never_waits() -> None:
+    stage, predictor = _forecast_stage({GENERAL: 0.3, CODE: 0.8, LEGAL: 0.1})
+    stage.load(GENERAL)
+    policy = _bound(stage, "memspec", predictor=predictor)
+    plan = policy.plan(stage.view())
+    assert plan.want[0] == CODE and GENERAL in plan.want and LEGAL not in plan.want
+    assert plan.predictions == pytest.approx({GENERAL: 0.3, CODE: 0.8, LEGAL: 0.1})
+    assert policy.choose(stage.view()) == Decision(GENERAL, wait=False), "runs what is resident"
+    stage.load(CODE)
+    assert policy.choose(stage.view()) == Decision(CODE, wait=False), "swaps in the better draft once loaded"
+
+
+def test_memspec_hint_raises_the_hinted_drafts_forecast() -> None:
+    stage, predictor = _forecast_stage({GENERAL: 0.3, CODE: 0.2, LEGAL: 0.1})
+    policy = _bound(stage, "memspec", predictor=predictor)
+    stage.hint = "legal"
+    plan = policy.plan(stage.view())
+    assert plan.predictions[LEGAL] == pytest.approx(0.1 + 0.6 * 0.9)
+    assert plan.want[0] == LEGAL
+
+
+def test_memspec_runs_target_only_when_measured_times_say_so_and_probes() -> None:
+    stage, predictor = _forecast_stage({GENERAL: 0.05, CODE: 0.05, LEGAL: 0.05})
+    stage.load(GENERAL)
+    policy = _bound(stage, "memspec", predictor=predictor)
+    stage.run(GENERAL, accepted=0, draft_s=0.4)  # a slow draft accepting nothing
+    stage.run(None, proposed=0, verify_s=0.02)
+    policy.plan(stage.view())
+    assert policy.choose(stage.view()) == Decision(None)
+    for _ in range(policy.probe_every):
+        policy.observe(_feedback(stage, None, proposed=0), stage.view())
+    assert policy.choose(stage.view()) == Decision(GENERAL), "a probe round after a draftless stretch"
+
+
+def test_memspec_skips_drafts_that_failed_to_load() -> None:
+    stage, predictor = _forecast_stage({GENERAL: 0.3, CODE: 0.8, LEGAL: 0.1})
+    stage.unusable = frozenset({CODE})
+    policy = _bound(stage, "memspec", predictor=predictor)
+    plan = policy.plan(stage.view())
+    assert CODE not in plan.want and plan.predictions[CODE] == 0.0
+
+
+def test_manage_only_plans_from_acceptance_alone() -> None:
+    stage = Stage()
+    stage.load(GENERAL)
+    policy = _bound(stage, "memspec-manage-only")
+    for _ in range(4):
+        stage.run(GENERAL, accepted=4)
+    plan = policy.plan(stage.view())
+    assert plan.want[0] == GENERAL
+    assert plan.predictions[GENERAL] == pytest.approx(1.0)
+    assert plan.predictions[CODE] == pytest.approx(policy.prior)
+
+
+def test_predict_only_waits_for_the_forecast_best() -> None:
+    stage, predictor = _forecast_stage({GENERAL: 0.3, CODE: 0.8, LEGAL: 0.1})
+    stage.load(GENERAL)
+    policy = _bound(stage, "memspec-predict-only", predictor=predictor)
+    plan = policy.plan(stage.view())
+    assert plan.want == (CODE,) and plan.urgent
+    assert policy.choose(stage.view()) == Decision(CODE, wait=True)
+
+
+def test_only_the_predictor_policies_need_one() -> None:
+    needing = {n for n in ("static", "reactive", "ucb", "exp3", "hedge", "memspec", "memspec-predict-only",
+                           "memspec-manage-only", "oracle") if policy_class(n).needs_predictor}
+    assert needing == {"memspec", "memspec-predict-only"}
+    with pytest.raises(ValueError, match="needs a predictor"):
+        make_policy("memspec")
+    assert make_policy("memspec-manage-only", predictor="/no/such/file").name == "memspec-manage-only"
+    with pytest.raises(ValueError, match="unknown policy"):
+        policy_class("fastest")
+
+
+# ---------------------------------------------------------------- oracle
+def _trace(matches: dict[str, list[bool]]) -> SessionTrace:
+    n = len(next(iter(matches.values())))
+    turn = TurnTrace(prompt="p", domain=None, max_new_tokens=n, prompt_ids=[1, 2], output_ids=list(range(n)),
+                     finish_reason="length", match={d: np.array(m) for d, m in matches.items()})
+    return SessionTrace("hand", [turn])
+
+
+def test_oracle_runs_the_draft_that_emits_most_over_the_segment() -> None:
+    stage = Stage(budget_drafts=None)
+    stage.load(GENERAL, CODE, LEGAL)
+    trace = _trace({GENERAL: [False] * 40, CODE: [True, False] * 20, LEGAL: [True] * 40})
+    policy = _bound(stage, "oracle", oracle=trace)
+    assert policy.initial_working_set() == stage.names
+    stage.remaining = 40
+    assert policy.choose(stage.view()) == Decision(LEGAL)
+    stage.remaining = 1  # nothing can be proposed: no choice to make
+    assert policy.choose(stage.view()) == Decision(GENERAL)
