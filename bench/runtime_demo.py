@@ -143,7 +143,7 @@ def main() -> int:
         costs.append(measure_cost_model(engine.target, proposers, ctx, args.k, engine=engine,
                                         round_prompts=calib_prompts, max_new_tokens=args.max_new_tokens))
     cost = min_cost_model(costs)
-    mean_size = float(np.mean([s.size_bytes for s in catalogue]))
+    mean_size = float(np.mean([s.stored_bytes for s in catalogue]))  # bytes a load reads
 
     def measure_loads(storage: StorageModel) -> dict[str, float]:
         pool = DraftPool(catalogue, Budget.unlimited())
