@@ -2,9 +2,10 @@
 
 Measured with the kernel's RSS high-water mark (``VmHWM``, reset by writing 5 to
 ``/proc/self/clear_refs``): tracemalloc does not see torch's allocations. Before loads parsed
-safetensors as views, a load held the file bytes twice (the read buffer and its ``bytes``
-copy), a parsed state dict and the module: for this draft (bf16 file 26.6 MiB, fp32 module
-53 MiB) ~133 MiB. Now the peak is the module plus the file once: measured 82 MiB, bound 86 MiB.
+safetensors as views, a load copied the read buffer into ``bytes`` and parsed that into a
+state dict before copying it into the module; for this draft (bf16 file 26.6 MiB, fp32 module
+53.3 MiB) that path measured 90.5 MiB. Now the peak is the module plus the file once:
+measured 82.2 MiB, bound 86 MiB.
 """
 
 from __future__ import annotations
