@@ -119,7 +119,7 @@ def calibrate(testbed: Testbed, session: Session, context: SessionTraces, *, rat
         round_s = static.statistics().mean_round_s or cost.mean_round_s(k)
     finally:
         static.close()
-    mean_size = statistics.fmean(s.size_bytes for s in testbed.catalogue)
+    mean_size = statistics.fmean(s.stored_bytes for s in testbed.catalogue)  # bytes a load reads
     materialize_s = statistics.fmean(unthrottled.values())
     read_s = max(1e-3, ratio * round_s - materialize_s)
     storage = StorageModel(bandwidth_bytes_per_s=mean_size / read_s)

@@ -41,3 +41,11 @@ class InvalidRequestError(MemspecError, ValueError):
 
     Also a ``ValueError`` so generic callers that validate inputs catch it naturally.
     """
+
+
+class ModelConfigError(ModelLoadError):
+    """A model's ``config.json`` asks for absurd sizes or does not describe its own weights.
+
+    Raised before anything is allocated: a config decides how much memory building the
+    model takes, and it is a file we were merely pointed at.
+    """

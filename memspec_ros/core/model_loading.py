@@ -13,19 +13,23 @@ Why so strict:
 Besides the usual ``from_pretrained`` path, this module exposes the two halves a background
 loader needs to control I/O itself (e.g. to emulate an edge device's slow storage):
 :func:`build_empty_model` and :func:`load_state_from_bytes`. :func:`weights_nbytes` reads the
-size of a model from the safetensors header without touching the tensor data.
+size of a model from the safetensors header without touching the tensor data, and
+:func:`inspect_footprint` what it will occupy once loaded, after checking its config.
+
+Configs are checked before anything is built from them (:mod:`memspec_ros.core.config_sanity`):
+sizes under documented caps, and the module the config describes must have exactly the stored
+tensors, so a tampered ``config.json`` is an error naming the file and field, not an
+out-of-memory kill or a silently half-random model.
 """
 
 from __future__ import annotations
 
-import threading
+import json
 from collections.abc import Iterable, Sequence
 from os import PathLike
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
-from safetensors.torch import load as load_safetensors_bytes
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -37,11 +41,15 @@ from transformers import (
 from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
 
+from memspec_ros.core.config_sanity import check_config_sizes
 from memspec_ros.core.errors import (
     ModelLoadError,
     UnsafeModelFileError,
     VocabularyMismatchError,
 )
+from memspec_ros.core.model_build_lock import BUILD_LOCK
+from memspec_ros.core.model_footprint import ModelFootprint, model_footprint
+from memspec_ros.core.safetensors_format import read_stored_tensors, tensor_views
 
 PathArg = str | PathLike[str]
 
@@ -49,10 +57,6 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 """Weight-file suffixes that imply pickle deserialisation; never loaded."""
 
 _SPECIAL_TOKEN_ATTRS = ("bos_token", "eos_token", "unk_token", "pad_token")
-
-# no_init_weights() patches torch.nn.init process-wide for a few milliseconds; serialise
-# its users so two background loaders cannot interleave their patch/unpatch.
-_BUILD_LOCK = threading.Lock()
 
 hf_logging.disable_progress_bar()
 
@@ -117,30 +121,24 @@ def weight_files(model_dir: PathArg) -> list[Path]:
 def weights_nbytes(model_dir: PathArg, allowed_roots: Sequence[PathArg] | None = None) -> int:
     """Bytes of tensor data a model stores, read from the safetensors headers only.
 
-    This is what a loader has to move from storage and, up to dtype conversion, what the
-    model will occupy in memory, so the runtime's memory budget can be planned before
-    anything is loaded.
+    This is what a loader has to move from storage (the load's transient); what the model
+    occupies once loaded is :func:`inspect_footprint`'s ``resident_bytes``.
     """
     directory = resolve_model_dir(model_dir, allowed_roots)
-    total = 0
-    for file in weight_files(directory):
-        with safe_open(file, framework="pt") as handle:
-            for name in handle.keys():  # noqa: SIM118 - safe_open is not a dict
-                piece = handle.get_slice(name)
-                numel = 1
-                for dim in piece.get_shape():
-                    numel *= dim
-                total += numel * _dtype_size(piece.get_dtype())
-    return total
+    return sum(t.nbytes for t in read_stored_tensors(weight_files(directory)).values())
 
 
-def _dtype_size(safetensors_dtype: str) -> int:
-    sizes = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2,
-             "BF16": 2, "I16": 2, "U16": 2, "I8": 1, "U8": 1, "BOOL": 1,
-             "F8_E4M3": 1, "F8_E5M2": 1}
-    if safetensors_dtype not in sizes:
-        raise ModelLoadError(f"unsupported safetensors dtype {safetensors_dtype!r}")
-    return sizes[safetensors_dtype]
+def inspect_footprint(model_dir: PathArg, *, dtype: torch.dtype = torch.float32,
+                      allowed_roots: Sequence[PathArg] | None = None) -> ModelFootprint:
+    """Check a model's config against its weights and size it loaded in ``dtype``.
+
+    Reads ``config.json`` and the safetensors headers only; the module is built on the meta
+    device. Raises ``ModelConfigError`` (a ``ModelLoadError``) naming the file and field of an
+    absurd or mismatched config.
+    """
+    directory = resolve_model_dir(model_dir, allowed_roots)
+    stored = read_stored_tensors(weight_files(directory))
+    return model_footprint(load_config(directory), stored, directory, dtype)
 
 
 def load_tokenizer(
@@ -159,10 +157,24 @@ def load_tokenizer(
 def load_config(path: PathArg, *, allowed_roots: Sequence[PathArg] | None = None) -> PretrainedConfig:
     """Load a model's ``config.json`` (cheap; lets a loader build the module before reading weights)."""
     directory = resolve_model_dir(path, allowed_roots)
+    raw = _raw_config(directory)
+    if raw is not None:
+        check_config_sizes(raw, directory / "config.json")
     try:
-        return AutoConfig.from_pretrained(str(directory), local_files_only=True, trust_remote_code=False)
+        config = AutoConfig.from_pretrained(str(directory), local_files_only=True, trust_remote_code=False)
     except Exception as exc:
         raise ModelLoadError(f"could not read the model config in {str(directory)!r}: {exc}") from exc
+    check_config_sizes(config, directory / "config.json")
+    return config
+
+
+def _raw_config(directory: Path) -> dict | None:
+    """``config.json`` as plain JSON, or None when absent or unparsable (AutoConfig then says why)."""
+    try:
+        raw = json.loads((directory / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return raw if isinstance(raw, dict) else None
 
 
 def load_causal_lm(
@@ -180,7 +192,9 @@ def load_causal_lm(
     """
     configure_threads(threads)
     directory = resolve_model_dir(path, allowed_roots)
-    weight_files(directory)  # refuses pickle-only / empty directories with a clear message
+    # Refuses pickle-only / empty directories and configs that do not describe the weights
+    # (from_pretrained would randomly initialise what the file lacks) before any allocation.
+    inspect_footprint(directory, dtype=dtype)
     try:
         model = AutoModelForCausalLM.from_pretrained(
             str(directory),
@@ -260,35 +274,36 @@ def build_empty_model(
     when the weights are about to be overwritten. Config-derived buffers (e.g. rotary
     frequencies) are still computed normally.
     """
-    with _BUILD_LOCK, no_init_weights():
+    with BUILD_LOCK, no_init_weights():
         model = AutoModelForCausalLM.from_config(config, dtype=dtype, trust_remote_code=False)
     return model.to(device).eval()
 
 
-def load_state_from_bytes(model: PreTrainedModel, blobs: bytes | Iterable[bytes]) -> PreTrainedModel:
+def load_state_from_bytes(model: PreTrainedModel,
+                          blobs: bytes | bytearray | Iterable[bytes | bytearray]) -> PreTrainedModel:
     """Copy weights from raw safetensors file contents (one blob per shard) into ``model``.
 
     The caller reads the files itself (at whatever pace it wants); this function only
-    parses and copies, converting dtypes as needed. Every parameter and persistent buffer
-    must be covered except weights tied to another (e.g. ``lm_head`` tied to the
-    embeddings), which are re-tied afterwards.
+    parses and copies, converting dtypes as needed. The tensors are views of the blobs, not
+    copies, so the load holds the blobs and the module and nothing else of that size. Every
+    parameter and persistent buffer must be covered except weights tied to another (e.g.
+    ``lm_head`` tied to the embeddings), which are re-tied afterwards.
 
     Raises:
         ModelLoadError: a blob is not valid safetensors, or tensors are missing/unexpected.
     """
     if isinstance(blobs, (bytes, bytearray, memoryview)):
-        blobs = [bytes(blobs)]
+        blobs = [blobs]
     state: dict[str, torch.Tensor] = {}
     for blob in blobs:
-        try:
-            state.update(load_safetensors_bytes(bytes(blob)))
-        except Exception as exc:
-            raise ModelLoadError(f"weights are not a valid safetensors file: {exc}") from exc
+        state.update(tensor_views(blob))
     try:
         with torch.no_grad():
             result = model.load_state_dict(state, strict=False)
     except RuntimeError as exc:  # shape mismatches
         raise ModelLoadError(f"weights do not fit the model: {exc}") from exc
+    finally:
+        state.clear()  # drop the views so the caller's blobs can be freed right away
     tied = set(getattr(model, "all_tied_weights_keys", {}) or {})
     missing = [key for key in result.missing_keys if key not in tied]
     if missing or result.unexpected_keys:

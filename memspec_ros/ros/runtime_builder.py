@@ -82,7 +82,7 @@ def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> Buil
     for entry in config.drafts:
         try:
             check_vocab_compatible(tokenizer, load_tokenizer(entry.path, allowed_roots=roots), entry.name)
-            specs.append(DraftSpec.from_dir(entry.name, entry.path, entry.domain))
+            specs.append(DraftSpec.from_dir(entry.name, entry.path, entry.domain, dtype=_DTYPES[config["dtype"]]))
         except (ModelLoadError, VocabularyMismatchError, CatalogueError, OSError) as exc:
             if not config["tolerate_bad_drafts"]:
                 raise ConfigError(

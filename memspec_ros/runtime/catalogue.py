@@ -2,8 +2,13 @@
 
 A catalogue entry is everything the runtime needs to decide about a draft *without loading
 it*: where its weights are, which domain it serves and how many bytes it will occupy when
-resident. The size comes from the safetensors header (tensor shapes and dtypes), not from the
-file size or from loading, so that planning a working set never touches the weights.
+resident. The size is what the loaded draft holds in the *compute dtype* (parameters, buffers,
+the draft forward's rotary tables and its KV cache at full context;
+:class:`~memspec_ros.core.model_footprint.ModelFootprint`), worked out from ``config.json`` and
+the safetensors headers without reading weights, so that planning a working set never touches
+them and the budget bounds real memory (a bf16 file computed in fp32 takes twice its size).
+Sizing also checks the config against the weights: an absurd or tampered config is a
+catalogue error naming the file and field, before anything is allocated from it.
 """
 
 from __future__ import annotations
@@ -13,34 +18,41 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memspec_ros.core.model_loading import weight_files, weights_nbytes
+import torch
+
+from memspec_ros.core.model_footprint import ModelFootprint
+from memspec_ros.core.model_loading import inspect_footprint, weight_files
 
 
 class CatalogueError(ValueError):
     """A catalogue entry is unusable (missing weights, unreadable header, duplicate name)."""
 
 
-def draft_nbytes(model_dir: Path) -> int:
-    """Resident size of a draft, from its safetensors headers (no tensor data is read).
+def draft_footprint(model_dir: Path, dtype: torch.dtype = torch.float32) -> ModelFootprint:
+    """What a draft occupies loaded in ``dtype``, from its config and safetensors headers.
 
-    Sizing from the header means planning a working set never touches the weights; any
-    failure (missing directory, pickle-only weights, a corrupt header) is a catalogue error
-    that names the directory.
+    Any failure (missing directory, pickle-only weights, a corrupt header, a config that is
+    absurd or does not describe the weights) is a catalogue error that names the directory.
     """
     try:
-        return weights_nbytes(model_dir)
-    except Exception as exc:  # ModelLoadError, SafetensorError, OSError...
+        return inspect_footprint(model_dir, dtype=dtype)
+    except Exception as exc:  # ModelLoadError, ModelConfigError, SafetensorError, OSError...
         raise CatalogueError(f"cannot size draft weights in {model_dir}: {exc}") from exc
 
 
 @dataclass(frozen=True)
 class DraftSpec:
-    """One catalogued draft: identity, location, domain and resident size in bytes."""
+    """One catalogued draft: identity, location, domain and sizes in bytes."""
 
     name: str
     path: Path
     domain: str
     size_bytes: int
+    """Resident size in the compute dtype: what the budget and residency messages count."""
+    stored_bytes: int = 0
+    """Tensor bytes in its files: what a load reads from storage (0: unknown)."""
+    dtype: torch.dtype = torch.float32
+    """The compute dtype ``size_bytes`` was worked out for (the materializer must match)."""
 
     @property
     def weight_files(self) -> list[Path]:
@@ -48,10 +60,13 @@ class DraftSpec:
         return weight_files(self.path)
 
     @classmethod
-    def from_dir(cls, name: str, path: Path | str, domain: str | None = None) -> DraftSpec:
-        """Build an entry from a model directory, sizing it from its safetensors header."""
+    def from_dir(cls, name: str, path: Path | str, domain: str | None = None, *,
+                 dtype: torch.dtype = torch.float32) -> DraftSpec:
+        """Build an entry from a model directory, sized for compute in ``dtype``."""
         path = Path(path)
-        return cls(name=name, path=path, domain=domain or name, size_bytes=draft_nbytes(path))
+        footprint = draft_footprint(path, dtype)
+        return cls(name=name, path=path, domain=domain or name, size_bytes=footprint.resident_bytes,
+                   stored_bytes=footprint.stored_bytes, dtype=dtype)
 
 
 class Catalogue(Sequence[DraftSpec]):
@@ -101,16 +116,18 @@ class Catalogue(Sequence[DraftSpec]):
         return [s.domain for s in self._specs]
 
     @classmethod
-    def from_dirs(cls, entries: Mapping[str, Path | str], domains: Mapping[str, str] | None = None) -> Catalogue:
+    def from_dirs(cls, entries: Mapping[str, Path | str], domains: Mapping[str, str] | None = None, *,
+                  dtype: torch.dtype = torch.float32) -> Catalogue:
         """Build from ``{name: model_dir}``; domains default to the name without a ``draft-`` prefix."""
         domains = domains or {}
         return cls(
-            DraftSpec.from_dir(name, path, domains.get(name) or name.removeprefix("draft-"))
+            DraftSpec.from_dir(name, path, domains.get(name) or name.removeprefix("draft-"), dtype=dtype)
             for name, path in entries.items()
         )
 
     @classmethod
-    def from_zoo(cls, zoo_dir: Path | str, names: Iterable[str] | None = None) -> Catalogue:
+    def from_zoo(cls, zoo_dir: Path | str, names: Iterable[str] | None = None, *,
+                 dtype: torch.dtype = torch.float32) -> Catalogue:
         """Read the drafts of a zoo from its ``zoo.yaml`` (see :func:`load_zoo_manifest`)."""
         manifest = load_zoo_manifest(zoo_dir)
         drafts = manifest.drafts
@@ -120,7 +137,7 @@ class Catalogue(Sequence[DraftSpec]):
             if missing:
                 raise CatalogueError(f"drafts {missing} not in {zoo_dir}/zoo.yaml (has {sorted(drafts)})")
             drafts = {n: drafts[n] for n in wanted}
-        return cls(DraftSpec.from_dir(n, p, manifest.domains.get(n)) for n, p in drafts.items())
+        return cls(DraftSpec.from_dir(n, p, manifest.domains.get(n), dtype=dtype) for n, p in drafts.items())
 
 
 def zoo_fingerprint(paths: Iterable[Path]) -> str:

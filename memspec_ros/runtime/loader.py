@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from .storage import LoadCancelled, LoadTimedOut, StorageModel, read_files
 
 _log = logging.getLogger(__name__)
 
-Materializer = Callable[[DraftSpec, list[bytes]], Any]
+Materializer = Callable[[DraftSpec, list[bytearray]], Any]
 """Turns a draft's raw safetensors blobs into the handle the pool stores (e.g. a proposer)."""
 
 
@@ -71,6 +72,38 @@ class LoadRecord:
         return self.read_s + self.materialize_s
 
 
+RECENT_LOAD_RECORDS = 256
+"""Finished loads the loader remembers one by one; older ones live on only in :class:`LoadTotals`."""
+
+
+@dataclass(frozen=True)
+class LoadTotals:
+    """Running totals of every load attempt since the loader started (constant memory).
+
+    A robot's node runs for weeks and loads drafts all along, so statistics come from
+    aggregates updated per load, not from a list of every load ever made.
+    """
+
+    loaded: int = 0
+    failed: int = 0
+    """Attempts that ended ``failed`` or ``timeout``."""
+    cancelled: int = 0
+    load_s: float = 0.0
+    """Sum of :attr:`LoadRecord.load_s` over the loads that succeeded."""
+
+    @property
+    def mean_load_s(self) -> float | None:
+        """Mean storage-to-resident time of the successful loads (None before the first)."""
+        return self.load_s / self.loaded if self.loaded else None
+
+    def add(self, rec: LoadRecord) -> LoadTotals:
+        """These totals with ``rec`` counted."""
+        return LoadTotals(loaded=self.loaded + (rec.outcome == "loaded"),
+                          failed=self.failed + (rec.outcome in ("failed", "timeout")),
+                          cancelled=self.cancelled + (rec.outcome == "cancelled"),
+                          load_s=self.load_s + (rec.load_s if rec.outcome == "loaded" else 0.0))
+
+
 class Loader(Protocol):
     """What the scheduler needs from a loader (the real one or the simulator's)."""
 
@@ -81,6 +114,10 @@ class Loader(Protocol):
     def is_pending(self, name: str) -> bool: ...
 
     def pending(self) -> list[str]: ...
+
+    def records(self) -> list[LoadRecord]: ...
+
+    def totals(self) -> LoadTotals: ...
 
 
 class BackgroundLoader:
@@ -110,7 +147,8 @@ class BackgroundLoader:
         self._wake = threading.Condition(self._lock)
         self._queue: list[LoadTicket] = []
         self._current: LoadTicket | None = None
-        self._records: list[LoadRecord] = []
+        self._records: deque[LoadRecord] = deque(maxlen=RECENT_LOAD_RECORDS)
+        self._totals = LoadTotals()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="memspec-draft-loader", daemon=True)
         self._thread.start()
@@ -177,9 +215,14 @@ class BackgroundLoader:
             return cur + [t.name for t in self._queue]
 
     def records(self) -> list[LoadRecord]:
-        """Every finished load attempt so far."""
+        """The most recent finished load attempts (at most :data:`RECENT_LOAD_RECORDS`), oldest first."""
         with self._lock:
             return list(self._records)
+
+    def totals(self) -> LoadTotals:
+        """Counts and times of every finished load attempt so far."""
+        with self._lock:
+            return self._totals
 
     def close(self, timeout: float = 5.0) -> None:
         """Cancel everything and stop the worker thread."""
@@ -262,6 +305,7 @@ class BackgroundLoader:
             read_s = self._clock() - t0
             t1 = self._clock()
             handle = self.materialize(spec, blobs)
+            del blobs  # the file bytes are the load's transient: free them before it is recorded
             mat_s = self._clock() - t1
             if ticket.cancel_event.is_set():
                 raise LoadCancelled()
@@ -299,10 +343,11 @@ class BackgroundLoader:
 
     def _record(self, spec: DraftSpec, outcome: str, queued_s: float, read_s: float, mat_s: float,
                 err: str | None) -> LoadRecord:
-        rec = LoadRecord(name=spec.name, nbytes=spec.size_bytes, outcome=outcome, queued_s=queued_s,
+        rec = LoadRecord(name=spec.name, nbytes=spec.stored_bytes, outcome=outcome, queued_s=queued_s,
                          read_s=read_s, materialize_s=mat_s, error=err)
         with self._lock:
             self._records.append(rec)
+            self._totals = self._totals.add(rec)
         return rec
 
     def _finish_locked(self, ticket: LoadTicket, outcome: str, error: str | None) -> None:

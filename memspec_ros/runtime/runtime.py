@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-import numpy as np
 import torch
 
 from memspec_ros.core.engine import GenerationSession, Prompt, SpeculativeEngine
@@ -77,12 +76,18 @@ def make_materializer(catalogue: Catalogue, *, dtype: torch.dtype = torch.float3
                       device: str | torch.device = "cpu") -> Materializer:
     """A materializer that builds each draft from bytes the loader read itself.
 
-    Configs are read once, up front: a load then only moves weight bytes and copies them into
-    an uninitialised module, which is what an edge device's load costs too.
+    Configs are read (and checked against caps) once, up front: a load then only moves weight
+    bytes and copies them into an uninitialised module, which is what an edge device's load
+    costs too. The catalogue must have been sized for the same ``dtype``, or the budget would
+    count other bytes than the drafts occupy.
     """
+    mismatched = [s.name for s in catalogue if s.dtype != dtype]
+    if mismatched:
+        raise ValueError(f"drafts {mismatched} were sized for another dtype than {dtype}; build the catalogue "
+                         f"with dtype={dtype} so the budget counts what they occupy")
     configs = {s.name: load_config(s.path) for s in catalogue}
 
-    def materialize(spec: DraftSpec, blobs: list[bytes]) -> DraftProposer:
+    def materialize(spec: DraftSpec, blobs: list[bytearray]) -> DraftProposer:
         model = build_empty_model(configs[spec.name], dtype=dtype, device=device)
         load_state_from_bytes(model, blobs)
         return DraftProposer(model, spec.name)
@@ -276,7 +281,8 @@ class DraftRuntime:
         self._turn_pos = 0
         self._remaining = 0
         self._stats = RuntimeStats()
-        self._round_seconds: list[float] = []
+        self._round_s_total = 0.0  # running sum and count, not a list: a node runs for weeks
+        self._round_s_count = 0
         self._closed = False
 
     # ------------------------------------------------------------------ public API
@@ -376,17 +382,17 @@ class DraftRuntime:
 
     def statistics(self) -> RuntimeStats:
         """Cumulative statistics (a copy)."""
-        loads = [r for r in self.loader.records() if r.outcome == "loaded"]
+        totals = self.loader.totals()
         with self._lock:
             s = RuntimeStats(**{k: getattr(self._stats, k) for k in RuntimeStats.__dataclass_fields__})
-            s.mean_round_s = float(np.mean(self._round_seconds)) if self._round_seconds else None
+            s.mean_round_s = self._round_s_total / self._round_s_count if self._round_s_count else None
         s.ticks = self.scheduler.stats.ticks
         s.tick_s = self.scheduler.stats.seconds
         s.predictor_s = self.rounds.predictor_seconds(self.policy)
         s.predictor_calls = int(getattr(getattr(self.policy, "predictor", None), "calls", 0))
-        s.loads = len(loads)
-        s.load_failures = sum(1 for r in self.loader.records() if r.outcome in ("failed", "timeout"))
-        s.mean_load_s = float(np.mean([r.load_s for r in loads])) if loads else None
+        s.loads = totals.loaded
+        s.load_failures = totals.failed
+        s.mean_load_s = totals.mean_load_s
         return s
 
     def window_stats(self, rounds: int = 32) -> dict:
@@ -431,8 +437,7 @@ class DraftRuntime:
         t_start = self._clock()
         tick_s0 = self.scheduler.stats.seconds
         pred_s0 = self.rounds.predictor_seconds(self.policy)
-        loads0 = sum(1 for r in self.loader.records() if r.outcome == "loaded")
-        fails0 = sum(1 for r in self.loader.records() if r.outcome in ("failed", "timeout"))
+        totals0 = self.loader.totals()
         conv = conversation or Conversation()
         turn = self.rounds.begin_turn(prompt, max_new_tokens, params, conv)  # prefill: loads go on meanwhile
         turn_index = turn.turn_index
@@ -479,7 +484,8 @@ class DraftRuntime:
                 self._turn_pos += out.emitted
                 self._remaining = turn.remaining
                 if used is not None:
-                    self._round_seconds.append(r_end - r_start - stall)
+                    self._round_s_total += r_end - r_start - stall
+                    self._round_s_count += 1
             self.policy.observe(RoundFeedback(round_index=view.round_index, turn=turn_index,
                                               turn_position=view.turn_position, draft=used,
                                               proposed=out.proposed, accepted=out.accepted,
@@ -507,8 +513,9 @@ class DraftRuntime:
         report.wall_s = self._clock() - t_start
         report.tick_s = self.scheduler.stats.seconds - tick_s0
         report.predictor_s = self.rounds.predictor_seconds(self.policy) - pred_s0
-        report.loads = sum(1 for r in self.loader.records() if r.outcome == "loaded") - loads0
-        report.load_failures = sum(1 for r in self.loader.records() if r.outcome in ("failed", "timeout")) - fails0
+        totals = self.loader.totals()
+        report.loads = totals.loaded - totals0.loaded
+        report.load_failures = totals.failed - totals0.failed
         with self._lock:
             st = self._stats
             st.rounds += report.rounds

@@ -62,8 +62,11 @@ def read_files(
     wait: Callable[[float], bool] | None = None,
     deadline: float | None = None,
     clock: Callable[[], float] = time.monotonic,
-) -> list[bytes]:
+) -> list[bytearray]:
     """Read ``paths`` completely, pacing to ``storage``; return one blob per file.
+
+    Each blob is the buffer the file was read into, not a copy of it: a load's transient
+    memory is the file's bytes once.
 
     ``wait(seconds)`` sleeps and returns True if the load was cancelled meanwhile (so a
     cancel interrupts a paced read at once); ``on_progress(done, total)`` is called after every
@@ -75,7 +78,7 @@ def read_files(
     done = 0
     start = clock()
     paced_until = start
-    blobs: list[bytes] = []
+    blobs: list[bytearray] = []
     for path, size in zip(paths, sizes, strict=True):
         buf = bytearray(size)
         view = memoryview(buf)
@@ -104,5 +107,6 @@ def read_files(
                     raise LoadTimedOut()
                 if on_progress is not None:
                     on_progress(done, total)
-        blobs.append(bytes(buf))
+        view.release()
+        blobs.append(buf)
     return blobs

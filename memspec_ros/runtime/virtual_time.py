@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .loader import LoadRecord, LoadTicket
+from .loader import LoadRecord, LoadTicket, LoadTotals
 from .pool import DraftPool
 from .residency import DraftState
 
@@ -57,7 +57,9 @@ class VirtualLoader:
         self._queue: list[LoadTicket] = []
         self._current: _Active | None = None
         self._free_at = 0.0
+        # Every record is kept: a simulation is finite and the benchmark plots its loads.
         self._records: list[LoadRecord] = []
+        self._totals = LoadTotals()
         clock.follow(self.advance)
 
     # ---- Loader protocol
@@ -95,7 +97,7 @@ class VirtualLoader:
             cur = self._current
             self._current = None
             self.pool.abort_load(name, None)
-            self._records.append(LoadRecord(name, self.pool.spec(name).size_bytes, "cancelled",
+            self._record(LoadRecord(name, self.pool.spec(name).stored_bytes, "cancelled",
                                             cur.start - cur.ticket.requested_at, self.clock.now - cur.start, 0.0))
             cur.ticket.outcome = "cancelled"
             cur.ticket.done.set()
@@ -114,6 +116,14 @@ class VirtualLoader:
     def records(self) -> list[LoadRecord]:
         """Finished load attempts."""
         return list(self._records)
+
+    def totals(self) -> LoadTotals:
+        """Counts and times of every finished load attempt, as the real loader reports them."""
+        return self._totals
+
+    def _record(self, rec: LoadRecord) -> None:
+        self._records.append(rec)
+        self._totals = self._totals.add(rec)
 
     def close(self) -> None:
         """Nothing to stop: there is no thread."""
@@ -143,7 +153,7 @@ class VirtualLoader:
                 else:
                     self.pool.complete_load(name, object())
                     outcome = "loaded"
-                self._records.append(LoadRecord(name, self.pool.spec(name).size_bytes, outcome,
+                self._record(LoadRecord(name, self.pool.spec(name).stored_bytes, outcome,
                                                 cur.start - cur.ticket.requested_at, cur.end - cur.start, 0.0,
                                                 "injected failure" if outcome == "failed" else None))
                 cur.ticket.outcome = outcome
@@ -170,7 +180,7 @@ class VirtualLoader:
                 head.outcome = "failed"
                 head.error = "no room in the budget"
                 head.done.set()
-                self._records.append(LoadRecord(head.name, self.pool.spec(head.name).size_bytes, "failed",
+                self._record(LoadRecord(head.name, self.pool.spec(head.name).stored_bytes, "failed",
                                                 0.0, 0.0, 0.0, head.error))
                 continue
             self.pool.begin_load(head.name)

@@ -29,7 +29,7 @@ def test_load_materialises_a_working_proposer(world) -> None:
 
 def test_emulated_bandwidth_paces_the_read(world) -> None:
     name = "draft-copy"
-    size = world.catalogue.get(name).size_bytes
+    size = world.catalogue.get(name).stored_bytes
     mbps = size / 0.25 / 1e6  # a 0.25 s read
     pool, loader = _pool_loader(world.catalogue, mbps)
     progress = []
@@ -50,7 +50,7 @@ def test_emulated_bandwidth_paces_the_read(world) -> None:
 
 def test_cancelled_load_leaves_the_pool_consistent(world) -> None:
     name = "draft-copy"
-    size = world.catalogue.get(name).size_bytes
+    size = world.catalogue.get(name).stored_bytes
     pool, loader = _pool_loader(world.catalogue, size / 60.0 / 1e6)  # a 60 s read
     try:
         ticket = loader.request(name)
@@ -72,7 +72,7 @@ def test_cancelled_load_leaves_the_pool_consistent(world) -> None:
 
 
 def test_queued_load_can_be_cancelled(world) -> None:
-    size = world.catalogue.get("draft-copy").size_bytes
+    size = world.catalogue.get("draft-copy").stored_bytes
     pool, loader = _pool_loader(world.catalogue, size / 0.5 / 1e6)
     try:
         first = loader.request("draft-copy")
@@ -85,7 +85,7 @@ def test_queued_load_can_be_cancelled(world) -> None:
 
 
 def test_load_timeout_is_reported(world) -> None:
-    size = world.catalogue.get("draft-copy").size_bytes
+    size = world.catalogue.get("draft-copy").stored_bytes
     failures = []
     pool, loader = _pool_loader(world.catalogue, size / 60.0 / 1e6, timeout_s=0.2, on_failure=failures.append)
     try:

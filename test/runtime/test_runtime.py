@@ -21,7 +21,7 @@ from .rt_tiny_zoo import DIALOGUE
 
 def _storage_for_rounds(world, rounds: float, round_s: float = 0.004) -> StorageModel:
     """Emulated storage on which the mean draft takes ``rounds`` rounds to load."""
-    mean = sum(s.size_bytes for s in world.catalogue) / len(world.catalogue)
+    mean = sum(s.stored_bytes for s in world.catalogue) / len(world.catalogue)
     return StorageModel(bandwidth_bytes_per_s=mean / (rounds * round_s))
 
 

@@ -61,7 +61,7 @@ def test_real_zoo_lossless_and_memspec_does_not_stall(zoo, policy) -> None:
     predictor = ZOO / "predictor.safetensors"
     if policy == "memspec" and not predictor.exists():
         pytest.fail(f"no predictor at {predictor} (run scripts/train_predictor.py)")
-    mean = sum(s.size_bytes for s in catalogue) / len(catalogue)
+    mean = sum(s.stored_bytes for s in catalogue) / len(catalogue)
     storage = StorageModel(bandwidth_bytes_per_s=mean / 0.08)  # ~80 ms per load, a few rounds
     pol = make_policy(policy, predictor=predictor if policy == "memspec" else None, draft_names=catalogue.names)
     with DraftRuntime(engine, catalogue, Budget.drafts(2), pol, RuntimeConfig(storage=storage)) as rt:
