@@ -204,6 +204,17 @@ class RuntimeStats:
         return self.predictor_s / self.decode_s if self.decode_s > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class TurnCheckpoint:
+    """Where a conversation stood after its last completed turn (see :meth:`Conversation.restore`)."""
+
+    session: GenerationSession | None
+    length: int
+    turns: int
+    turn_start: int
+    finish_reason: str | None
+
+
 class Conversation:
     """A dialogue whose context the target keeps across :meth:`DraftRuntime.generate` calls."""
 
@@ -215,6 +226,34 @@ class Conversation:
     def context_tokens(self) -> int:
         """Tokens in the dialogue so far."""
         return len(self.session.token_ids) if self.session is not None else 0
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes of the target KV cache this dialogue keeps alive between turns."""
+        return self.session.scorer.cache_bytes if self.session is not None else 0
+
+    def checkpoint(self) -> TurnCheckpoint:
+        """Remember the state after the last completed turn, before a new one starts."""
+        s = self.session
+        return TurnCheckpoint(session=s, length=len(s.token_ids) if s else 0, turns=self.turns,
+                              turn_start=s.turn_start if s else 0, finish_reason=s.finish_reason if s else None)
+
+    def restore(self, checkpoint: TurnCheckpoint) -> None:
+        """Undo a turn that failed half-way: the dialogue continues from its last completed turn.
+
+        Without this a turn that raised (a bad round, an interrupted prefill) left the session
+        mid-turn, and every later turn was refused as "still running". The committed tokens and
+        the KV cache are cut back to the checkpoint (the cache mirrors all committed tokens but
+        the last), so the next turn prefills exactly as if the failed one never happened.
+        """
+        self.session, self.turns = checkpoint.session, checkpoint.turns
+        s = checkpoint.session
+        if s is None:
+            return
+        del s.token_ids[checkpoint.length:]
+        s.scorer.truncate(max(0, checkpoint.length - 1))
+        s.turn_start = min(checkpoint.turn_start, checkpoint.length)
+        s.finish_reason = checkpoint.finish_reason or "failed"
 
 
 class DraftRuntime:
@@ -354,7 +393,15 @@ class DraftRuntime:
         if self._closed:
             raise RuntimeError("runtime is closed")
         with self._generate_lock:
-            return self._generate(prompt, max_new_tokens, params, conversation, on_round, should_stop)
+            checkpoint = conversation.checkpoint() if conversation is not None else None
+            try:
+                return self._generate(prompt, max_new_tokens, params, conversation, on_round, should_stop)
+            except BaseException:
+                # A failed turn must not break the dialogue: back to the last completed turn.
+                self.pool.set_active(None)
+                if checkpoint is not None:
+                    conversation.restore(checkpoint)
+                raise
 
     def run_dialogue(self, turns: Sequence, params: SamplingParams = GREEDY) -> list[GenerationReport]:
         """Run turns (objects with ``prompt`` and ``max_new_tokens``) as one conversation."""
@@ -450,7 +497,7 @@ class DraftRuntime:
                 break
             r_start = self._clock()
             view = self.view()
-            draft, stall = self._select_draft(view)
+            draft, stall = self._select_draft(view, should_stop)
             handle = None
             if draft is not None:
                 try:
@@ -532,8 +579,13 @@ class DraftRuntime:
             session.finish_reason = "cancelled"
         return report
 
-    def _select_draft(self, view: PolicyView) -> tuple[str | None, float]:
-        """Ask the policy; if it chooses to wait for a load, wait (timed as stall)."""
+    def _select_draft(self, view: PolicyView, should_stop: Callable[[], bool] | None = None
+                      ) -> tuple[str | None, float]:
+        """Ask the policy; if it chooses to wait for a load, wait (timed as stall).
+
+        The wait watches ``should_stop`` too: a cancel or a deactivate must not sit out a load
+        on slow storage (up to ``stall_timeout_s``) before the round even starts.
+        """
         decision: Decision = self.policy.choose(view)
         draft, stall = decision.draft, 0.0
         if draft is None or self.pool.state(draft) == DraftState.RESIDENT:
@@ -541,7 +593,7 @@ class DraftRuntime:
         if decision.wait:
             t0 = self._clock()
             ticket = self.scheduler.demand(draft)
-            ticket.wait(self.config.stall_timeout_s)
+            self._wait_for_load(ticket, should_stop)
             stall = self._clock() - t0
             if self.pool.state(draft) == DraftState.RESIDENT:
                 return draft, stall
@@ -552,6 +604,16 @@ class DraftRuntime:
                 return decision.draft, stall
         # Not resident and not waited for: run target-only rather than block.
         return None, stall
+
+    _STOP_POLL_S = 0.05
+    """How often a stalled round checks ``should_stop`` while it waits for a load."""
+
+    def _wait_for_load(self, ticket, should_stop: Callable[[], bool] | None) -> None:
+        """Wait for ``ticket`` up to ``stall_timeout_s``, returning early once ``should_stop()``."""
+        deadline = time.monotonic() + self.config.stall_timeout_s
+        while not ticket.wait(min(self._STOP_POLL_S, max(0.0, deadline - time.monotonic()))):
+            if (should_stop is not None and should_stop()) or time.monotonic() >= deadline:
+                return
 
     def _counterfactual(self, ctx_before: list[int], emitted: list[int], k_round: int,
                         ran: str | None) -> dict[str, int]:
