@@ -353,6 +353,8 @@ class MemSpecNode(LifecycleNode):
                 self._idle.set()
         if nxt is not None:
             nxt.execute()
+        elif self._idle.is_set():
+            self._apply_pending_changes()  # changes set during the generation apply now
 
     def _end_generations(self, reason: str) -> bool:
         """Make running and queued goals stop (within a round) and wait for them.
