@@ -15,13 +15,22 @@ import torch
 
 from memspec_ros.core.errors import InvalidRequestError
 
+MIN_TEMPERATURE = 1e-3
+"""Smallest sampling temperature (other than 0 = greedy). Dividing float32 logits by a
+smaller one overflows to inf (1e-40 is a float32 denormal) and the softmax turns into NaN
+halfway through a generation; a request that close to greedy should ask for greedy."""
+
+MAX_SEED = 2**63 - 1
+"""Largest seed (``int64`` on the wire, what ``torch.Generator.manual_seed`` accepts)."""
+
 
 @dataclass(frozen=True)
 class SamplingParams:
     """How tokens are chosen.
 
     Attributes:
-        temperature: 0 selects greedy decoding; > 0 divides logits before the softmax.
+        temperature: 0 selects greedy decoding; otherwise at least :data:`MIN_TEMPERATURE`,
+            dividing logits before the softmax.
         top_p: nucleus mass kept (0 < top_p <= 1); 1 keeps the whole distribution.
         seed: seeds the session's ``torch.Generator`` so sampled outputs are reproducible;
             ``None`` draws a fresh seed.
@@ -38,10 +47,17 @@ class SamplingParams:
             raise InvalidRequestError(
                 f"temperature must be >= 0 (0 = greedy), got {self.temperature}"
             )
+        if 0 < self.temperature < MIN_TEMPERATURE:
+            raise InvalidRequestError(
+                f"temperature {self.temperature:g} is below the minimum {MIN_TEMPERATURE:g}: "
+                "use 0 for greedy decoding"
+            )
         if not isinstance(self.top_p, (int, float)) or not (0.0 < self.top_p <= 1.0):
             raise InvalidRequestError(f"top_p must lie in (0, 1], got {self.top_p!r}")
-        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
-            raise InvalidRequestError(f"seed must be a non-negative int or None, got {self.seed!r}")
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED
+        ):
+            raise InvalidRequestError(f"seed must be an int in [0, 2^63 - 1] or None, got {self.seed!r}")
 
     @property
     def greedy(self) -> bool:

@@ -48,6 +48,23 @@ class TargetScorer:
         """Number of token positions currently held in the KV cache."""
         return self.cache.get_seq_length()
 
+    @property
+    def cache_bytes(self) -> int:
+        """Bytes the KV cache holds (keys and values of every layer): what a kept dialogue costs."""
+        total = 0
+        for layer in getattr(self.cache, "layers", ()):
+            for tensor in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+                if isinstance(tensor, torch.Tensor):
+                    total += tensor.numel() * tensor.element_size()
+        return total
+
+    def truncate(self, length: int) -> None:
+        """Keep only the first ``length`` positions (undo a turn that failed half-way)."""
+        if length < 0:
+            raise ValueError(f"cannot truncate the cache to a negative length ({length})")
+        if self.cache_length > length:
+            self.cache.crop(length - self.cache_length)  # this cache's crop takes a negative count
+
     def reset(self) -> None:
         """Forget the whole sequence."""
         self.cache = DynamicCache(config=self.model.config)

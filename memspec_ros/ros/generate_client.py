@@ -31,6 +31,7 @@ def make_goal(
     seed: int = 0,
     domain_hint: str = "",
     session_id: str = "",
+    session_token: str = "",
 ) -> Generate.Goal:
     """A Generate goal with sensible defaults (greedy, no nucleus truncation)."""
     return Generate.Goal(
@@ -41,6 +42,7 @@ def make_goal(
         seed=seed,
         domain_hint=domain_hint,
         session_id=session_id,
+        session_token=session_token,
     )
 
 
@@ -121,6 +123,9 @@ class GenerateClient:
     through ``ActionClient``'s feedback callbacks: rclpy drops a goal's feedback callback as
     soon as its result arrives, and the result of a fast generation regularly overtakes the
     last feedback messages (separate DDS channels), which silently cut the streamed text short.
+
+    The client remembers the token the node returns for each session it opened and sends it
+    with later goals of that session (unless the goal carries one), as a program would.
     """
 
     def __init__(self, node: Node, action_name: str = "/memspec/generate") -> None:
@@ -132,6 +137,7 @@ class GenerateClient:
                                     goal_service_qos_profile=GOAL_SERVICE_QOS)
         self._calls: dict[bytes, tuple[GenerationCall, Callable[[Generate.Feedback], None] | None]] = {}
         self._calls_lock = threading.Lock()
+        self.session_tokens: dict[str, str] = {}
         self._feedback_sub = node.create_subscription(
             Generate.Impl.FeedbackMessage, f"{self.action_name}/_action/feedback",
             self._on_feedback_message, FEEDBACK_QOS)
@@ -154,6 +160,8 @@ class GenerateClient:
     ) -> GenerationCall:
         """Send a goal; returns immediately with a call object to wait on."""
         call = GenerationCall()
+        if goal.session_id and not goal.session_token and goal.session_id in self.session_tokens:
+            goal.session_token = self.session_tokens[goal.session_id]
         goal_id = UUID(uuid=list(uuid.uuid4().bytes))
         key = bytes(goal_id.uuid)
         with self._calls_lock:  # registered before sending: no feedback can precede it
@@ -162,6 +170,8 @@ class GenerateClient:
 
         def result_cb(future) -> None:
             response = future.result()
+            if goal.session_id and response.result.session_token:
+                self.session_tokens[goal.session_id] = response.result.session_token
             call._on_result(response.result, response.status)
 
         def goal_cb(future) -> None:

@@ -15,6 +15,9 @@ Threads and callback groups (all on one MultiThreadedExecutor):
   slow tick never delays a round.
 * ``_publish_group``: residency, acceptance statistics and diagnostics publishers.
 * The default group: lifecycle and parameter services, the context-hint subscription.
+
+Every callback handed to rclpy is wrapped by :func:`survive`: an exception in one is logged
+and answered with a safe fallback instead of escaping ``spin()`` and ending the process.
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ from rclpy.parameter import Parameter
 from std_msgs.msg import String
 
 from memspec_ros.core.errors import InvalidRequestError
-from memspec_ros.core.sampling import SamplingParams
-from memspec_ros.ros.goal_validation import GoalLimits, goal_problem
+from memspec_ros.ros.callback_guard import survive
+from memspec_ros.ros.echo import echo
+from memspec_ros.ros.goal_validation import GoalLimits, goal_problem, sampling_params
 from memspec_ros.ros.messages import acceptance_msg, diagnostics_msg, residency_msg
 from memspec_ros.ros.parameters import (
     POLICIES,
@@ -53,10 +57,13 @@ from memspec_ros.ros.parameters import (
 from memspec_ros.ros.qos import FEEDBACK_QOS, GOAL_SERVICE_QOS, REJECTIONS_QOS, RESIDENCY_QOS
 from memspec_ros.ros.runtime_builder import build_policy, build_runtime
 from memspec_ros.ros.sessions import SessionStore
+from memspec_ros.runtime.policies import Policy
 from memspec_ros.runtime.runtime import Conversation, DraftRuntime, GenerationReport
 
 NODE_NAME = "memspec"
-DEACTIVATE_WAIT_S = 30.0
+RESULT_DELIVERY_WAIT_S = 2.0
+"""After the last generation ends, how long teardown waits for its result to be handed to
+rclpy before the action server is destroyed (a result set after that would be lost)."""
 
 
 class MemSpecNode(LifecycleNode):
@@ -78,16 +85,23 @@ class MemSpecNode(LifecycleNode):
         self._stop_reason: str | None = None
         self._topic_hint: str | None = None
         self._pending_changes: dict[str, Any] = {}
+        self._pending_policy: Policy | None = None
         self._counters = {"goals": 0, "rejected": 0, "failed": 0}
         self._entities: list[Any] = []
         self.sessions = SessionStore(16)
         self._action_group = ReentrantCallbackGroup()
         self._scheduler_group = MutuallyExclusiveCallbackGroup()
         self._publish_group = MutuallyExclusiveCallbackGroup()
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.add_on_set_parameters_callback(self._guard(
+            self._on_set_parameters, "parameter change",
+            lambda exc: SetParametersResult(successful=False, reason=f"refused: {type(exc).__name__}: {exc}")))
         if self.get_parameter("autostart").value:
             # Transitions must run once the executor spins, not inside the constructor.
-            self._autostart_timer = self.create_timer(0.0, self._autostart)
+            self._autostart_timer = self.create_timer(0.0, self._guard(self._autostart, "autostart"))
+
+    def _guard(self, callback: Any, what: str, fallback: Any = None) -> Any:
+        """``callback`` made unable to end the process (see :mod:`callback_guard`)."""
+        return survive(callback, self.get_logger(), what, fallback)
 
     # ------------------------------------------------------------------ lifecycle
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -108,7 +122,10 @@ class MemSpecNode(LifecycleNode):
             gc.collect()
             return TransitionCallbackReturn.FAILURE
         self.config, self.runtime, self.unusable_drafts = config, built.runtime, built.unusable
-        self.sessions = SessionStore(config["max_sessions"])
+        self.sessions = SessionStore(
+            config["max_sessions"], budget_bytes=config["session_budget_bytes"],
+            idle_timeout_s=config["session_idle_timeout_s"],
+            on_drop=lambda sid, why: self.get_logger().info(f"session {echo(sid)} dropped: {why}"))
         try:
             self._create_ros_entities(config)
             self.runtime.add_residency_listener(lambda _event: self._residency_gc.trigger())
@@ -141,27 +158,37 @@ class MemSpecNode(LifecycleNode):
         return result
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Stop serving. A generation that outlives ``deactivate_timeout_s`` has its goal aborted
+        (the client is told now); its thread leaves the runtime at the end of its round and
+        cleanup refuses to free the models until it has."""
         self._active = False
         self._end_generations("aborted: the node was deactivated during generation")
         self.get_logger().info("deactivated: no longer accepting goals")
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if not self._end_generations("aborted: the node is cleaning up"):
+            self.get_logger().error(
+                "cleanup refused: a generation is still inside its round and uses the models; retry cleanup")
+            return TransitionCallbackReturn.FAILURE
         self._release()
         self.get_logger().info("cleaned up: models released")
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Also what SIGINT/SIGTERM run (node_main): every goal ends with a result first."""
         self._active = False
-        self._end_generations("aborted: the node is shutting down")
-        self._release()
+        if self._end_generations("aborted: the node is shutting down"):
+            self._release()
+        else:
+            self.get_logger().error("shutdown: a generation did not stop; leaving its models to process exit")
         self.get_logger().info(f"shut down from state '{state.label}'")
         return TransitionCallbackReturn.SUCCESS
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._active = False
-        self._end_generations("aborted: the node hit an error")
-        self._release()
+        if self._end_generations("aborted: the node hit an error"):
+            self._release()
         return TransitionCallbackReturn.SUCCESS
 
     # ------------------------------------------------------------------ ROS entities
@@ -175,22 +202,27 @@ class MemSpecNode(LifecycleNode):
         self._stats_pub = self.create_lifecycle_publisher(AcceptanceStats, "~/acceptance_stats", 10)
         self._reject_pub = self.create_lifecycle_publisher(String, "~/goal_rejections", REJECTIONS_QOS)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self._hint_sub = self.create_subscription(String, "~/context_hint", self._on_context_hint, 10)
-        self._residency_gc = self.create_guard_condition(self._publish_residency, self._publish_group)
-        self._check_gc = self.create_guard_condition(self._on_check_due, self._scheduler_group)
+        g = self._guard
+        self._hint_sub = self.create_subscription(String, "~/context_hint", g(self._on_context_hint, "context hint"),
+                                                  10)
+        self._residency_gc = self.create_guard_condition(g(self._publish_residency, "residency publish"),
+                                                         self._publish_group)
+        self._check_gc = self.create_guard_condition(g(self._on_check_due, "scheduling tick"), self._scheduler_group)
         self._timers = [
-            self.create_timer(config["residency_period_s"], self._publish_residency, self._publish_group),
-            self.create_timer(config["stats_period_s"], self._publish_stats, self._publish_group),
-            self.create_timer(1.0, self._publish_diagnostics, self._publish_group),
+            self.create_timer(config["residency_period_s"], g(self._publish_residency, "residency publish"),
+                              self._publish_group),
+            self.create_timer(config["stats_period_s"], g(self._publish_stats, "stats publish"), self._publish_group),
+            self.create_timer(1.0, g(self._publish_diagnostics, "diagnostics publish"), self._publish_group),
         ]
         self._action_server = ActionServer(
             self,
             Generate,
             "~/generate",
-            execute_callback=self._execute,
-            goal_callback=self._on_goal,
-            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
-            handle_accepted_callback=self._on_accepted,
+            execute_callback=g(self._execute, "generation", lambda exc: Generate.Result(
+                message=f"failed: {type(exc).__name__}: {exc}")),
+            goal_callback=g(self._on_goal, "goal check", lambda _exc: GoalResponse.REJECT),
+            cancel_callback=g(lambda _goal: CancelResponse.ACCEPT, "cancel", lambda _exc: CancelResponse.ACCEPT),
+            handle_accepted_callback=g(self._on_accepted, "goal start"),
             callback_group=self._action_group,
             feedback_pub_qos_profile=FEEDBACK_QOS,
             goal_service_qos_profile=GOAL_SERVICE_QOS,
@@ -200,6 +232,7 @@ class MemSpecNode(LifecycleNode):
     def _destroy_ros_entities(self) -> None:
         if getattr(self, "_action_server", None) is None:
             return
+        self._wait_results_delivered()
         self._action_server.destroy()
         self._action_server = None
         for timer in self._timers:
@@ -212,12 +245,24 @@ class MemSpecNode(LifecycleNode):
             self.destroy_lifecycle_publisher(pub)
         self.destroy_publisher(self._diag_pub)
 
+    def _wait_results_delivered(self) -> None:
+        """Let rclpy set the result of goals that just ended before the action server goes.
+
+        A goal's result is handed to rclpy only after its execute callback has returned, a
+        moment after the node saw the goal finish; destroying the server in that moment would
+        lose an answer the client is waiting for.
+        """
+        futures = getattr(self._action_server, "_result_futures", {})
+        deadline = time.monotonic() + RESULT_DELIVERY_WAIT_S
+        while any(not f.done() for f in list(futures.values())) and time.monotonic() < deadline:
+            self._idle.wait(0.01)  # polled: rclpy offers no event for "result set"
+
     def _release(self) -> None:
         """Free models and threads; safe to call in any state, more than once."""
-        self._destroy_ros_entities()
         if self.runtime is not None:
             self.runtime.on_check_due = None
             self.runtime.close()
+        self._destroy_ros_entities()
         self.runtime = None
         self.config = None
         self.unusable_drafts = {}
@@ -226,39 +271,70 @@ class MemSpecNode(LifecycleNode):
 
     # ------------------------------------------------------------------ goals
     def _reject(self, reason: str) -> GoalResponse:
+        """Refuse a goal, saying why (reasons only echo request text through :func:`echo`)."""
         self._counters["rejected"] += 1
-        self.get_logger().warning(f"goal rejected: {reason}")
+        self.get_logger().warning(f"goal rejected: {reason}", throttle_duration_sec=1.0)
         self._reject_pub.publish(String(data=reason))
         return GoalResponse.REJECT
 
     def _on_goal(self, goal: Generate.Goal) -> GoalResponse:
-        """Validate a goal before accepting it; every rejection carries a reason."""
-        if not self._active or self.runtime is None or self.config is None:
+        """Validate a goal before accepting it; every rejection carries a reason.
+
+        Order matters under a flood: cheap field checks, then the busy check (a slot is
+        reserved), and only then tokenisation, so a burst of maximal prompts costs one
+        tokenisation per free slot, not one per goal. Session ownership is checked last,
+        because claiming a session is what an accepted goal keeps.
+        """
+        runtime, config = self.runtime, self.config
+        if not self._active or runtime is None or config is None:
             return self._reject("the node is not active: activate it (lifecycle) before sending goals")
         limits = GoalLimits(
-            max_new_tokens=self.config["max_new_tokens_limit"],
-            max_prompt_chars=self.config["max_prompt_chars"],
-            domains=set(self.runtime.catalogue.domains) | set(self.runtime.catalogue.names),
+            max_new_tokens=config["max_new_tokens_limit"],
+            max_prompt_chars=config["max_prompt_chars"],
+            domains=set(runtime.catalogue.domains) | set(runtime.catalogue.names),
         )
-        problem = goal_problem(goal.prompt, goal.max_new_tokens, goal.temperature, goal.top_p,
-                               goal.domain_hint, goal.session_id, limits)
+        problem = goal_problem(goal, limits)
         if problem:
             return self._reject(problem)
-        engine = self.runtime.engine
-        try:
-            # A session that would overflow is compacted at execution (oldest turns dropped),
-            # so only the new turn itself has to fit the context window.
-            engine.check_budget(0, len(engine.encode(goal.prompt)), goal.max_new_tokens)
-        except InvalidRequestError as exc:
-            return self._reject(str(exc))
         with self._lock:
-            if self._inflight and self.config["busy_policy"] == "reject":
+            if self._inflight and config["busy_policy"] == "reject":
                 return self._reject("busy: another generation is running (busy_policy=reject); retry when it ends")
-            if self._inflight > self.config["max_queue"]:
+            if self._inflight > config["max_queue"]:
                 return self._reject(f"busy: {self._inflight - 1} goals already queued (max_queue)")
             self._inflight += 1
             self._idle.clear()
+        try:
+            problem = self._fit_problem(goal, runtime)
+            if problem is None and goal.session_id:
+                problem = self.sessions.claim(goal.session_id, goal.session_token).problem
+        except Exception:
+            self._unreserve()
+            raise
+        if problem:
+            self._unreserve()
+            return self._reject(problem)
         return GoalResponse.ACCEPT
+
+    @staticmethod
+    def _fit_problem(goal: Generate.Goal, runtime: DraftRuntime) -> str | None:
+        """Why the new turn alone cannot fit the context window, or None.
+
+        A session that would overflow is compacted at execution (oldest turns dropped), so
+        only the new turn itself has to fit.
+        """
+        engine = runtime.engine
+        try:
+            engine.check_budget(0, len(engine.encode(goal.prompt)), goal.max_new_tokens)
+        except InvalidRequestError as exc:
+            return f"{exc}: shorten the prompt or ask for fewer tokens"
+        return None
+
+    def _unreserve(self) -> None:
+        """Give back the slot ``_on_goal`` reserved for a goal it then rejected."""
+        with self._lock:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
 
     def _on_accepted(self, goal_handle: ServerGoalHandle) -> None:
         """Run the goal now, or queue it behind the running one (busy_policy=queue)."""
@@ -272,8 +348,10 @@ class MemSpecNode(LifecycleNode):
         if start:
             goal_handle.execute()
 
-    def _finish_goal(self) -> None:
+    def _finish_goal(self, goal_handle: ServerGoalHandle) -> None:
         """Bookkeeping after a goal ends; start the next queued goal, if any."""
+        if goal_handle.request.session_id:
+            self.sessions.release(goal_handle.request.session_id)
         with self._lock:
             self._inflight -= 1
             self._running = self._queue.popleft() if self._queue else None
@@ -282,12 +360,37 @@ class MemSpecNode(LifecycleNode):
                 self._idle.set()
         if nxt is not None:
             nxt.execute()
+        elif self._idle.is_set():
+            self._apply_pending_changes()  # changes set during the generation apply now
 
-    def _end_generations(self, reason: str) -> None:
-        """Make a running generation stop after its current round and wait for it."""
+    def _end_generations(self, reason: str) -> bool:
+        """Make running and queued goals stop (within a round) and wait for them.
+
+        The wait is bounded by ``deactivate_timeout_s``. Past it, the running goal is aborted
+        now, so its client is not left waiting on a node that has moved on (nav2's action
+        servers do the same); False tells the caller that a generation is still inside its
+        round and its models must not be freed yet.
+        """
         self._stop_reason = reason
-        if not self._idle.wait(DEACTIVATE_WAIT_S):
-            self.get_logger().error(f"a generation did not stop within {DEACTIVATE_WAIT_S:.0f} s")
+        timeout = self.config["deactivate_timeout_s"] if self.config is not None else 1.0
+        if self._idle.wait(timeout):
+            return True
+        with self._lock:
+            running = self._running
+        self.get_logger().error(f"a generation did not stop within deactivate_timeout_s={timeout:g} s: "
+                                "its goal is aborted")
+        if running is not None:
+            self._terminate(running, "abort")
+        return self._idle.is_set()
+
+    @staticmethod
+    def _terminate(goal_handle: ServerGoalHandle, how: str) -> None:
+        """Move a goal to a terminal state unless that already happened (deactivate timeout)."""
+        try:
+            if goal_handle.is_active:
+                getattr(goal_handle, how)()
+        except Exception:  # a concurrent terminal transition won the race
+            pass
 
     def _execute(self, goal_handle: ServerGoalHandle) -> Generate.Result:
         """Generate for one goal: stream feedback, honour cancel, report statistics."""
@@ -296,25 +399,51 @@ class MemSpecNode(LifecycleNode):
         except Exception as exc:
             self._counters["failed"] += 1
             self.get_logger().error(f"generation failed: {type(exc).__name__}: {exc}")
-            goal_handle.abort()
-            return Generate.Result(message=f"failed: {type(exc).__name__}: {exc}")
+            self._terminate(goal_handle, "abort")
+            return self._session_result(goal_handle, Generate.Result(
+                message=f"failed: {type(exc).__name__}: {exc}; the session continues from its last completed turn"))
         finally:
-            self._finish_goal()
+            self._finish_goal(goal_handle)
+
+    def _session_result(self, goal_handle: ServerGoalHandle, result: Generate.Result) -> Generate.Result:
+        """``result`` with the goal's session token (the client needs it for its next turn)."""
+        sid = goal_handle.request.session_id
+        session = self.sessions.get(sid) if sid else None
+        if session is not None:
+            result.session_token = session.token
+        return result
 
     def _generate(self, goal_handle: ServerGoalHandle) -> Generate.Result:
         goal: Generate.Goal = goal_handle.request
         runtime = self.runtime
         if self._stop_reason or runtime is None or self.config is None:
-            goal_handle.abort()
-            return Generate.Result(message=self._stop_reason or "aborted: the node is not configured")
+            self._terminate(goal_handle, "abort")
+            return self._session_result(goal_handle, Generate.Result(
+                message=self._stop_reason or "aborted: the node is not configured"))
         if goal_handle.is_cancel_requested:
-            goal_handle.canceled()
-            return Generate.Result(message="cancelled before it started")
+            self._terminate(goal_handle, "canceled")
+            return self._session_result(goal_handle, Generate.Result(message="cancelled before it started"))
         self._apply_pending_changes()
         self._counters["goals"] += 1
-        runtime.set_hint(goal.domain_hint or self._topic_hint)
-        params = SamplingParams(temperature=float(goal.temperature), top_p=float(goal.top_p), seed=int(goal.seed))
-        conversation = self.sessions.open(goal.session_id, runtime)
+        params = sampling_params(goal)  # validated by the goal check: the same rule
+        session = self.sessions.get(goal.session_id) if goal.session_id else None
+        if goal.session_id and session is None:
+            self._terminate(goal_handle, "abort")
+            return Generate.Result(message=f"aborted: session {echo(goal.session_id)} was dropped (node cleaned up)")
+        conversation = session.conversation if session is not None else runtime.new_conversation()
+        checkpoint = conversation.checkpoint()
+        try:
+            runtime.set_hint(goal.domain_hint or self._topic_hint)
+            return self._run_turn(goal_handle, runtime, conversation, params)
+        except BaseException:
+            conversation.restore(checkpoint)  # a compacted session gets its full history back too
+            raise
+        finally:
+            runtime.set_hint(self._topic_hint)
+
+    def _run_turn(self, goal_handle: ServerGoalHandle, runtime: DraftRuntime, conversation: Conversation,
+                  params: Any) -> Generate.Result:
+        goal: Generate.Goal = goal_handle.request
         prompt = self._fit_session(goal, conversation)
         every = self.config["feedback_every_rounds"]
         progress = {"rounds": 0, "proposed": 0, "accepted": 0}
@@ -330,26 +459,23 @@ class MemSpecNode(LifecycleNode):
         def should_stop() -> bool:
             return goal_handle.is_cancel_requested or self._stop_reason is not None
 
-        try:
-            report = runtime.generate(prompt, int(goal.max_new_tokens), params,
-                                      conversation=conversation, on_round=on_round, should_stop=should_stop)
-        finally:
-            runtime.set_hint(self._topic_hint)
+        report = runtime.generate(prompt, int(goal.max_new_tokens), params,
+                                  conversation=conversation, on_round=on_round, should_stop=should_stop)
         if conversation.session is not None:
             tail = conversation.session.new_text()
             if tail:
                 self._send_feedback(goal_handle, tail, report.tokens, None, progress)
-        result = self._result(report)
+        result = self._session_result(goal_handle, self._result(report))
         if report.finish_reason == "cancelled":
             if goal_handle.is_cancel_requested:
                 result.message = f"cancelled by the client after {report.tokens} tokens"
-                goal_handle.canceled()
+                self._terminate(goal_handle, "canceled")
             else:
                 result.message = f"{self._stop_reason} (after {report.tokens} tokens)"
-                goal_handle.abort()
+                self._terminate(goal_handle, "abort")
             return result
         result.message = f"ok ({report.finish_reason})"
-        goal_handle.succeed()
+        self._terminate(goal_handle, "succeed")
         return result
 
     def _fit_session(self, goal: Generate.Goal, conversation: Conversation) -> str | list[int]:
@@ -370,7 +496,7 @@ class MemSpecNode(LifecycleNode):
         conversation.session = None
         conversation.turns = 0
         self.get_logger().info(
-            f"session '{goal.session_id}' reached the context window: continuing from its last {keep} tokens"
+            f"session {echo(goal.session_id)} reached the context window: continuing from its last {keep} tokens"
         )
         if not keep:
             return goal.prompt
@@ -378,7 +504,7 @@ class MemSpecNode(LifecycleNode):
 
     def _send_feedback(self, goal_handle: ServerGoalHandle, delta: str, tokens: int, draft: str | None,
                        progress: dict[str, int]) -> None:
-        if not delta:
+        if not delta or not goal_handle.is_active:  # aborted by a deactivate timeout
             return
         fb = Generate.Feedback(
             delta=delta,
@@ -413,16 +539,25 @@ class MemSpecNode(LifecycleNode):
             self.get_logger().error(f"scheduling tick failed: {type(exc).__name__}: {exc}")
 
     def _on_context_hint(self, msg: String) -> None:
-        """A planner's hint about the coming domain: bias the predictor and re-plan now."""
+        """A planner's hint about the coming domain: bias the predictor and re-plan now.
+
+        Any process may publish here, so an unknown hint is echoed bounded and escaped, at
+        most once a second, and a repeated hint costs nothing (no log line, no re-plan).
+        """
         runtime = self.runtime
         if runtime is None:
             return
         domain = msg.data.strip() or None
-        try:
-            runtime.set_hint(domain)
-        except ValueError as exc:
-            self.get_logger().warning(f"context_hint ignored: {exc}")
+        if domain == self._topic_hint:
             return
+        known = set(runtime.catalogue.domains) | set(runtime.catalogue.names)
+        if domain is not None and domain not in known:
+            self.get_logger().warning(
+                f"context_hint {echo(domain)} ignored: not a draft domain; "
+                f"known: {sorted(set(runtime.catalogue.domains))}",
+                throttle_duration_sec=1.0)
+            return
+        runtime.set_hint(domain)
         self._topic_hint = domain
         self.get_logger().info(f"context hint: {domain or '(cleared)'}")
         self._check_gc.trigger()
@@ -444,6 +579,7 @@ class MemSpecNode(LifecycleNode):
         runtime, config = self.runtime, self.config
         if runtime is None or config is None:
             return
+        self.sessions.expire()  # idle sessions go even when no goal arrives
         st = runtime.statistics()
         snap = runtime.pool.snapshot()
         level, summary = DiagnosticStatus.OK, "serving" if self._active else "inactive"
@@ -467,6 +603,9 @@ class MemSpecNode(LifecycleNode):
             "generations": st.generations,
             "tokens": st.tokens,
             "goals_rejected": self._counters["rejected"],
+            "goals_failed": self._counters["failed"],
+            "sessions": len(self.sessions),
+            "session_kv_bytes": self.sessions.kv_bytes(),
             "load_to_round_ratio": f"{ratio:.2f}" if ratio is not None else "n/a",
             "predictor_fraction_of_decode": f"{st.predictor_fraction:.4f}",
         }
@@ -475,8 +614,16 @@ class MemSpecNode(LifecycleNode):
 
     # ------------------------------------------------------------------ parameters
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
-        """Refuse changes that would silently not apply to what configure already built."""
-        if self.config is None:
+        """Accept a change only if it will apply: validated in full, now, against what is loaded.
+
+        Unconfigured, anything goes (configure validates everything). Configured, only
+        RUNTIME_CHANGEABLE parameters may change, and a new policy is built and bound to the
+        loaded catalogue right here, so a change it cannot serve (e.g. ``static`` with a
+        ``static_draft`` that is not loaded) is a refused change with the reason, never an
+        exception later. The built policy is what gets applied between generations.
+        """
+        runtime, config = self.runtime, self.config
+        if config is None or runtime is None:
             return SetParametersResult(successful=True)
         fixed = [p.name for p in params if p.name not in RUNTIME_CHANGEABLE]
         if fixed:
@@ -487,11 +634,25 @@ class MemSpecNode(LifecycleNode):
                     f"{', '.join(sorted(RUNTIME_CHANGEABLE))} can): deactivate, clean up, set, configure again"
                 ),
             )
-        for p in params:
-            if p.name == "policy" and p.value not in POLICIES:
+        changes = {p.name: p.value for p in params}
+        policy = None
+        if "policy" in changes:
+            if changes["policy"] not in POLICIES:
                 return SetParametersResult(successful=False, reason=f"policy must be one of {', '.join(POLICIES)}")
+            with self._lock:
+                values = {**config.values, **self._pending_changes, **changes}
+            candidate = dataclasses.replace(config, values=values)
+            try:
+                policy = build_policy(candidate, runtime.catalogue.names)
+                policy.bind(runtime.catalogue, runtime.budget, values["num_speculative_tokens"])
+            except Exception as exc:  # any reason the policy cannot serve is a refusal
+                return SetParametersResult(successful=False, reason=(
+                    f"policy '{changes['policy']}' cannot serve the loaded drafts {runtime.catalogue.names}: "
+                    f"{type(exc).__name__}: {exc} (check static_draft / predictor_path, or keep the current policy)"))
         with self._lock:
-            self._pending_changes.update({p.name: p.value for p in params})
+            self._pending_changes.update(changes)
+            if policy is not None:
+                self._pending_policy = policy
         if self._idle.is_set():
             self._apply_pending_changes()
         return SetParametersResult(successful=True)
@@ -500,14 +661,15 @@ class MemSpecNode(LifecycleNode):
         """Apply run-time parameter changes between generations (never mid-generation)."""
         with self._lock:
             changes, self._pending_changes = self._pending_changes, {}
+            policy, self._pending_policy = self._pending_policy, None
         runtime, config = self.runtime, self.config
         if not changes or runtime is None or config is None:
             return
         values = {**config.values, **changes}
         self.config = dataclasses.replace(config, values=values)
         runtime.reconfigure(k=values["num_speculative_tokens"], check_interval=values["check_interval"])
-        if "policy" in changes and changes["policy"] != config["policy"]:
-            runtime.set_policy(build_policy(self.config, runtime.catalogue.names))
+        if policy is not None and changes["policy"] != config["policy"]:
+            runtime.set_policy(policy)
         self.get_logger().info(f"run-time parameters applied: {changes}")
 
     def _autostart(self) -> None:

@@ -1,31 +1,81 @@
-"""Entry point of the ``memspec_node`` executable (what ``ros2 run memspec_ros memspec_node`` starts)."""
+"""Entry point of the ``memspec_node`` executable (what ``ros2 run memspec_ros memspec_node`` starts).
+
+Ctrl-C (SIGINT) and a launch stop (SIGTERM) run the node's lifecycle shutdown before the
+process ends, so running and queued goals end with a result that says why and the models
+are released in order. rclpy's own handlers would instead shut the context down under the
+executor and lose those answers, so they are replaced by ours
+(``SignalHandlerOptions.NO``): the executor spins in a thread while the main thread waits
+for a signal, then drives the shutdown transition with the executor still serving.
+"""
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.signals import SignalHandlerOptions
 
 from memspec_ros.ros.node import MemSpecNode
 
 
+def _spin(executor: MultiThreadedExecutor, stop: threading.Event, node: MemSpecNode) -> None:
+    """Spin until ``stop``; an exception out of spin (callbacks are guarded, so rclpy's own) is
+    logged and spinning resumes: one bad event must not take the service down."""
+    while not stop.is_set():
+        try:
+            executor.spin()
+            return
+        except ExternalShutdownException:
+            stop.set()
+            return
+        except Exception as exc:
+            if stop.is_set() or not rclpy.ok():
+                return
+            node.get_logger().error(f"executor error survived: {type(exc).__name__}: {exc}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the node until Ctrl-C or a ROS shutdown; a MultiThreadedExecutor lets the
+    """Run the node until SIGINT/SIGTERM or a ROS shutdown; a MultiThreadedExecutor lets the
     prediction/prefetch callbacks run beside a generation."""
-    rclpy.init(args=argv if argv is not None else sys.argv)
+    rclpy.init(args=argv if argv is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
     node = MemSpecNode()
     executor = MultiThreadedExecutor(num_threads=4)
     executor.add_node(node)
+    stop = threading.Event()
+    signals: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        signals.append(signum)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    spinner = threading.Thread(target=_spin, args=(executor, stop, node), name="memspec-executor", daemon=True)
+    spinner.start()
     try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        while not stop.wait(1.0) and spinner.is_alive():
+            pass
+        if signals:
+            _shutdown_lifecycle(node, signal.Signals(signals[0]).name)
     finally:
+        stop.set()
         executor.shutdown()
+        spinner.join(timeout=5.0)
         node.destroy_node()
         rclpy.try_shutdown()
     return 0
+
+
+def _shutdown_lifecycle(node: MemSpecNode, why: str) -> None:
+    """Run the lifecycle shutdown transition (on_shutdown ends goals with results, frees models)."""
+    node.get_logger().info(f"{why}: running the lifecycle shutdown")
+    try:
+        node.trigger_shutdown()
+    except Exception as exc:  # finalized already, or a transition (e.g. configure) is in progress
+        node.get_logger().warning(f"lifecycle shutdown not possible now ({exc}); exiting anyway")
 
 
 if __name__ == "__main__":

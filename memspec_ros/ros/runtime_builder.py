@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from memspec_ros.core.engine import SpeculativeEngine
-from memspec_ros.core.errors import ModelLoadError, VocabularyMismatchError
+from memspec_ros.core.errors import InvalidRequestError, ModelLoadError, VocabularyMismatchError
 from memspec_ros.core.model_loading import check_vocab_compatible, configure_threads, load_causal_lm, load_tokenizer
 from memspec_ros.ros.parameters import ConfigError, NodeConfig
 from memspec_ros.runtime.catalogue import Budget, Catalogue, CatalogueError, DraftSpec
@@ -96,7 +96,10 @@ def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> Buil
     catalogue = Catalogue(specs)
     budget = Budget.drafts(config["budget_drafts"]) if config["budget_drafts"] else Budget.bytes(config["budget_bytes"])
     policy = build_policy(config, catalogue.names)
-    engine = SpeculativeEngine(target, tokenizer)
+    try:
+        engine = SpeculativeEngine(target, tokenizer, max_context=config["max_context"] or None)
+    except InvalidRequestError as exc:
+        raise ConfigError(f"parameter 'max_context' = {config['max_context']}: {exc}") from exc
     materialize = make_materializer(catalogue, dtype=_DTYPES[config["dtype"]], device=config["device"])
     runtime = DraftRuntime(engine, catalogue, budget, policy, runtime_config(config), materialize=materialize)
     return BuiltRuntime(runtime=runtime, unusable=unusable)

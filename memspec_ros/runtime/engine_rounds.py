@@ -110,8 +110,15 @@ class EngineRounds:
         conversation.turns += 1
         return EngineTurn(session, prompt_ids, turn_index, self._pool, self._clock)
 
-    def wait_for_load(self, ticket: LoadTicket, timeout_s: float) -> None:
-        ticket.wait(timeout_s)
+    STOP_POLL_S = 0.05
+    """How often a stalled round checks ``should_stop`` while it waits for a load."""
+
+    def wait_for_load(self, ticket: LoadTicket, timeout_s: float,
+                      should_stop: Callable[[], bool] | None = None) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not ticket.wait(min(self.STOP_POLL_S, max(0.0, deadline - time.monotonic()))):
+            if (should_stop is not None and should_stop()) or time.monotonic() >= deadline:
+                return
 
     def charge_tick(self, policy: Policy) -> None:
         """Nothing to add: the wall clock saw the tick."""

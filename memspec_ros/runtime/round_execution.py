@@ -10,6 +10,7 @@ carried its own copy of the loop, and the copies drifted (simulated reports lack
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -85,8 +86,10 @@ class RoundExecutor(Protocol):
         """Start a turn of ``conversation`` (prefill)."""
         ...
 
-    def wait_for_load(self, ticket: LoadTicket, timeout_s: float) -> None:
-        """Block (or advance virtual time) until ``ticket`` finishes or ``timeout_s`` passes."""
+    def wait_for_load(self, ticket: LoadTicket, timeout_s: float,
+                      should_stop: Callable[[], bool] | None = None) -> None:
+        """Block (or advance virtual time) until ``ticket`` finishes, ``timeout_s`` passes or
+        ``should_stop()`` (a cancel, a deactivate) says the generation is ending."""
         ...
 
     def charge_tick(self, policy: Policy) -> None:

@@ -212,6 +212,17 @@ class RuntimeStats:
         return self.predictor_s / self.decode_s if self.decode_s > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class TurnCheckpoint:
+    """Where a conversation stood after its last completed turn (see :meth:`Conversation.restore`)."""
+
+    session: GenerationSession | None
+    length: int
+    turns: int
+    turn_start: int
+    finish_reason: str | None
+
+
 class Conversation:
     """A dialogue whose context the target keeps across :meth:`DraftRuntime.generate` calls."""
 
@@ -223,6 +234,34 @@ class Conversation:
     def context_tokens(self) -> int:
         """Tokens in the dialogue so far."""
         return len(self.session.token_ids) if self.session is not None else 0
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes of the target KV cache this dialogue keeps alive between turns."""
+        return self.session.scorer.cache_bytes if self.session is not None else 0
+
+    def checkpoint(self) -> TurnCheckpoint:
+        """Remember the state after the last completed turn, before a new one starts."""
+        s = self.session
+        return TurnCheckpoint(session=s, length=len(s.token_ids) if s else 0, turns=self.turns,
+                              turn_start=s.turn_start if s else 0, finish_reason=s.finish_reason if s else None)
+
+    def restore(self, checkpoint: TurnCheckpoint) -> None:
+        """Undo a turn that failed half-way: the dialogue continues from its last completed turn.
+
+        Without this a turn that raised (a bad round, an interrupted prefill) left the session
+        mid-turn, and every later turn was refused as "still running". The committed tokens and
+        the KV cache are cut back to the checkpoint (the cache mirrors all committed tokens but
+        the last), so the next turn prefills exactly as if the failed one never happened.
+        """
+        self.session, self.turns = checkpoint.session, checkpoint.turns
+        s = checkpoint.session
+        if s is None:
+            return
+        del s.token_ids[checkpoint.length:]
+        s.scorer.truncate(max(0, checkpoint.length - 1))
+        s.turn_start = min(checkpoint.turn_start, checkpoint.length)
+        s.finish_reason = checkpoint.finish_reason or "failed"
 
 
 class DraftRuntime:
@@ -373,7 +412,15 @@ class DraftRuntime:
         if self._closed:
             raise RuntimeError("runtime is closed")
         with self._generate_lock:
-            return self._generate(prompt, max_new_tokens, params, conversation, on_round, should_stop)
+            checkpoint = conversation.checkpoint() if conversation is not None else None
+            try:
+                return self._generate(prompt, max_new_tokens, params, conversation, on_round, should_stop)
+            except BaseException:
+                # A failed turn must not break the dialogue: back to the last completed turn.
+                self.pool.set_active(None)
+                if checkpoint is not None:
+                    conversation.restore(checkpoint)
+                raise
 
     def run_dialogue(self, turns: Sequence, params: SamplingParams = GREEDY) -> list[GenerationReport]:
         """Run turns (objects with ``prompt`` and ``max_new_tokens``) as one conversation."""
@@ -458,7 +505,7 @@ class DraftRuntime:
                 break
             r_start = self._clock()
             view = self.view()
-            draft, stall = self._select_draft(view)
+            draft, stall = self._select_draft(view, should_stop)
             handle = None
             if draft is not None:
                 try:
@@ -526,8 +573,13 @@ class DraftRuntime:
             st.switches += report.switches
         return report
 
-    def _select_draft(self, view: PolicyView) -> tuple[str | None, float]:
-        """Ask the policy; if it chooses to wait for a load, wait (timed as stall)."""
+    def _select_draft(self, view: PolicyView, should_stop: Callable[[], bool] | None = None
+                      ) -> tuple[str | None, float]:
+        """Ask the policy; if it chooses to wait for a load, wait (timed as stall).
+
+        The wait watches ``should_stop`` too: a cancel or a deactivate must not sit out a load
+        on slow storage (up to ``stall_timeout_s``) before the round even starts.
+        """
         decision: Decision = self.policy.choose(view)
         draft, stall = decision.draft, 0.0
         if draft is None or self.pool.state(draft) == DraftState.RESIDENT:
@@ -535,7 +587,7 @@ class DraftRuntime:
         if decision.wait:
             t0 = self._clock()
             ticket = self.scheduler.demand(draft)
-            self.rounds.wait_for_load(ticket, self.config.stall_timeout_s)
+            self.rounds.wait_for_load(ticket, self.config.stall_timeout_s, should_stop)
             stall = self._clock() - t0
             if self.pool.state(draft) == DraftState.RESIDENT:
                 return draft, stall

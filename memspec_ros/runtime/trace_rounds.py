@@ -9,6 +9,7 @@ or a fresh load costs the catch-up forward a real draft would run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -126,7 +127,9 @@ class TraceRounds:
         self.context_len += len(turn.prompt_ids)
         return TraceTurn(self, turn, index)
 
-    def wait_for_load(self, ticket: LoadTicket, timeout_s: float) -> None:
+    def wait_for_load(self, ticket: LoadTicket, timeout_s: float,
+                      should_stop: Callable[[], bool] | None = None) -> None:
+        """Virtual time runs to the load's end: nothing can ask a replay to stop mid-round."""
         assert self.loader is not None
         self.loader.run_until_done(ticket)
 

@@ -40,12 +40,20 @@ def test_bad_parameter_fails_configure_and_node_stays_unconfigured(client_node, 
 
 
 def test_bad_choice_and_escaping_path_are_named(client_node, params_file) -> None:
-    with NodeProcess(params_file, overrides={"policy": "fastest", "target": "../../etc"}) as node:
+    # One fault per configure: with both at once the policy is reported first and the
+    # path check would never be exercised.
+    with NodeProcess(params_file, overrides={"policy": "fastest"}) as node:
         lc = LifecycleClient(client_node)
         assert lc.wait_for_services(60.0), node.log()
         assert not lc.change_state("configure")
         assert lc.get_state() == "unconfigured"
         assert "'policy'" in node.log()
+    with NodeProcess(params_file, overrides={"target": "../../etc"}) as node:
+        lc = LifecycleClient(client_node)
+        assert lc.wait_for_services(60.0), node.log()
+        assert not lc.change_state("configure")
+        assert lc.get_state() == "unconfigured"
+        assert "'target'" in node.log() and "outside model_root" in node.log(), node.log()
 
 
 def test_autostart_configures_and_activates(client_node, params_file) -> None:
