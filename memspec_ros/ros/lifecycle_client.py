@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
@@ -53,6 +54,18 @@ class LifecycleClient:
             except TimeoutError:
                 continue
         return False
+
+    def wait_for_state(self, label: str, timeout_s: float = 180.0, alive: Callable[[], bool] | None = None) -> bool:
+        """True once the node reports state ``label`` (e.g. 'active' after an autostart that
+        loads models); False past ``timeout_s`` or as soon as ``alive()`` says its process ended."""
+        deadline = time.monotonic() + timeout_s
+        if not self.wait_for_services(min(60.0, timeout_s)):
+            return False
+        while self.get_state() != label:
+            if (alive is not None and not alive()) or time.monotonic() >= deadline:
+                return False
+            time.sleep(0.2)  # polling GetState: every lifecycle node answers it
+        return True
 
     def get_state(self, timeout_s: float = 10.0) -> str:
         """Label of the node's current primary state, e.g. 'unconfigured'."""

@@ -47,7 +47,6 @@ from memspec_ros.ros.goal_validation import GoalLimits, goal_problem, sampling_p
 from memspec_ros.ros.messages import acceptance_msg, diagnostics_msg, residency_msg
 from memspec_ros.ros.parameters import (
     POLICIES,
-    RUNTIME_CHANGEABLE,
     ConfigError,
     NodeConfig,
     declare_all,
@@ -616,24 +615,16 @@ class MemSpecNode(LifecycleNode):
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
         """Accept a change only if it will apply: validated in full, now, against what is loaded.
 
-        Unconfigured, anything goes (configure validates everything). Configured, only
-        RUNTIME_CHANGEABLE parameters may change, and a new policy is built and bound to the
-        loaded catalogue right here, so a change it cannot serve (e.g. ``static`` with a
-        ``static_draft`` that is not loaded) is a refused change with the reason, never an
-        exception later. The built policy is what gets applied between generations.
+        Only RUNTIME_CHANGEABLE parameters get here (every other one is read-only, refused
+        by rclpy before this callback). Unconfigured, configure will validate them. Configured,
+        a new policy is built and bound to the loaded catalogue right here, so a change it
+        cannot serve (e.g. ``static`` with a ``static_draft`` that is not loaded) is a refused
+        change with the reason, never an exception later. The built policy is what gets
+        applied between generations.
         """
         runtime, config = self.runtime, self.config
         if config is None or runtime is None:
             return SetParametersResult(successful=True)
-        fixed = [p.name for p in params if p.name not in RUNTIME_CHANGEABLE]
-        if fixed:
-            return SetParametersResult(
-                successful=False,
-                reason=(
-                    f"{', '.join(fixed)} cannot change while configured (only "
-                    f"{', '.join(sorted(RUNTIME_CHANGEABLE))} can): deactivate, clean up, set, configure again"
-                ),
-            )
         changes = {p.name: p.value for p in params}
         policy = None
         if "policy" in changes:

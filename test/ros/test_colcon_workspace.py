@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -113,11 +112,7 @@ def test_installed_executable_configures_with_the_bundled_models_and_serves(work
     with NodeProcess(share / "config" / "memspec.yaml", overrides={"autostart": True}, env=env, inherit_env=False,
                      executable=prefix / "lib" / "memspec_ros" / "memspec_node") as node:
         lc = LifecycleClient(client_node)
-        assert lc.wait_for_services(60.0), node.log()
-        deadline = time.monotonic() + 180
-        while lc.get_state() != "active":
-            assert node.alive() and time.monotonic() < deadline, node.log()
-            time.sleep(0.2)  # the node is loading models
+        assert lc.wait_for_state("active", alive=node.alive), node.log()
         assert f"model_root={share / 'models' / 'zoo'}" in node.log(), node.log()
         gen = GenerateClient(client_node)
         assert gen.wait_for_server(30.0), node.log()

@@ -62,15 +62,6 @@ class Recorder:
         return None
 
 
-def _wait_active(lc: LifecycleClient, node: NodeProcess, timeout_s: float = 180.0) -> None:
-    assert lc.wait_for_services(60.0), node.log()
-    deadline = time.monotonic() + timeout_s
-    while lc.get_state() != "active":
-        assert node.alive(), node.log()
-        assert time.monotonic() < deadline, node.log()
-        time.sleep(0.2)  # the node is loading models
-
-
 @pytest.fixture(scope="module")
 def served(client_node: Node, params_file) -> Iterator[dict]:
     """An active node with emulated slow storage, plus recorders on its topics."""
@@ -86,7 +77,7 @@ def served(client_node: Node, params_file) -> Iterator[dict]:
     overrides = {"autostart": True, "storage_bandwidth_mbps": 40.0, "stats_period_s": 0.1}
     with NodeProcess(params_file, overrides=overrides) as node:
         lc = LifecycleClient(client_node)
-        _wait_active(lc, node)
+        assert lc.wait_for_state("active", alive=node.alive), node.log()
         gen = GenerateClient(client_node)
         assert gen.wait_for_server(30.0), node.log()
         yield {"node": node, "lifecycle": lc, "gen": gen, **recorders}
@@ -254,7 +245,7 @@ def test_context_hint_prefetches_that_domains_draft(client_node, params_file) ->
         return m.stamp.sec + m.stamp.nanosec * 1e-9 >= started
 
     with NodeProcess(params_file, overrides={"autostart": True, "budget_drafts": 1}) as node:
-        _wait_active(LifecycleClient(client_node), node)
+        assert LifecycleClient(client_node).wait_for_state("active", alive=node.alive), node.log()
         first = rec.wait_for(lambda m: fresh(m) and any(d.state == DraftState.RESIDENT for d in m.drafts), 60)
         assert first is not None, node.log()
         assert not any(d.name == "draft-legal" and d.state == DraftState.RESIDENT for d in first.drafts)

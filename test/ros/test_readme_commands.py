@@ -9,7 +9,6 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from memspec_ros.ros.lifecycle_client import LifecycleClient
@@ -30,15 +29,6 @@ def _section_blocks(heading: str) -> list[list[str]]:
 def _tool(args: list[str], timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
     """Run a console script from the environment's PATH, as a user's shell would."""
     return subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=timeout_s)
-
-
-def _wait_active(client_node, node_log, alive, namespace: str = "") -> None:
-    lc = LifecycleClient(client_node, f"{namespace}/memspec")
-    assert lc.wait_for_services(60.0), node_log()
-    deadline = time.monotonic() + 180
-    while lc.get_state() != "active":
-        assert alive() and time.monotonic() < deadline, node_log()
-        time.sleep(0.2)  # the node is loading models
 
 
 def test_readme_command_line_section_works_as_shown(client_node, tmp_path) -> None:
@@ -73,7 +63,7 @@ def test_readme_command_line_section_works_as_shown(client_node, tmp_path) -> No
 
 def test_tools_honour_namespaces_and_remaps(client_node, params_file) -> None:
     with NodeProcess(params_file, overrides={"autostart": True}, ros_args=["-r", "__ns:=/robot1"]) as node:
-        _wait_active(client_node, node.log, node.alive, "/robot1")
+        assert LifecycleClient(client_node, "/robot1/memspec").wait_for_state("active", alive=node.alive), node.log()
         monitor = _tool(["memspec_monitor", "--once", "--ros-args", "-r", "__ns:=/robot1"])
         assert monitor.returncode == 0 and "draft-robot" in monitor.stdout, monitor.stdout + monitor.stderr
         by_namespace = _tool(["memspec_generate", ROBOT_PROMPT, "--max-new-tokens", "8",

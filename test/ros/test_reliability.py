@@ -37,11 +37,7 @@ def test_node_survives_errors_keeps_sessions_and_answers_on_ctrl_c(client_node, 
                                                "busy_policy": "queue"}).__enter__()
     try:
         lc = LifecycleClient(client_node)
-        assert lc.wait_for_services(60.0), node.log()
-        deadline = time.monotonic() + 180
-        while lc.get_state() != "active":
-            assert node.alive() and time.monotonic() < deadline, node.log()
-            time.sleep(0.2)  # the node is loading models
+        assert lc.wait_for_state("active", alive=node.alive), node.log()
         gen = GenerateClient(client_node)
         assert gen.wait_for_server(30.0)
 

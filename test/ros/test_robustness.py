@@ -36,14 +36,9 @@ def _damage(path: Path, data: bytes) -> None:
 def _start_active(client_node, params_file, overrides, timeout_s: float = 180.0):
     node = NodeProcess(params_file, overrides={"autostart": True, **overrides}).__enter__()
     lc = LifecycleClient(client_node)
-    assert lc.wait_for_services(60.0), node.log()
-    deadline = time.monotonic() + timeout_s
-    while lc.get_state() != "active":
-        assert node.alive(), node.log()
-        if time.monotonic() > deadline:
-            node.stop()
-            raise AssertionError("node did not become active:\n" + node.log())
-        time.sleep(0.2)  # the node is loading models
+    if not lc.wait_for_state("active", timeout_s, alive=node.alive):
+        node.stop()
+        raise AssertionError("node did not become active:\n" + node.log())
     return node, lc
 
 
