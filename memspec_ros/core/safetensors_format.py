@@ -1,6 +1,6 @@
 """The safetensors format, read without copying: headers from files, tensors as views of a blob.
 
-Why not ``safetensors.torch.load(bytes)``: it copies every tensor out of the blob, so a load
+Why not safetensors' own load-from-bytes function: it copies every tensor out of the blob, so a load
 held the file bytes *and* a full state dict *and* the module at once. Here a tensor is a
 ``torch.frombuffer`` view into the bytes the loader already read, so copying the weights into
 the module is the only new allocation; the blob is the load's single transient.

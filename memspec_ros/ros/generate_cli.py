@@ -15,6 +15,7 @@ from memspec_interfaces.action import Generate
 from rclpy.node import Node
 from rclpy.utilities import remove_ros_args
 
+from memspec_ros.ros.cli_session_tokens import SessionTokenFile
 from memspec_ros.ros.generate_client import GenerateClient, make_goal
 from memspec_ros.ros.tool_node import tool_node
 
@@ -42,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--domain-hint", default="")
     parser.add_argument("--session-id", default="", help="continue this dialogue session")
+    parser.add_argument("--session-token", default="",
+                        help="the session's token (default: the one this tool remembered in "
+                             "$ROS_HOME/memspec_session_tokens.json when it opened the session)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the server")
     args = parser.parse_args(remove_ros_args(args=argv)[1:])
 
@@ -55,9 +59,13 @@ def _generate(node: Node, args: argparse.Namespace) -> int:
         if not client.wait_for_server(args.timeout):
             print(f"error: no action server at {client.action_name} (is the node active?)", file=sys.stderr)
             return 2
+        tokens = SessionTokenFile()
+        session_token = args.session_token or (tokens.get(client.action_name, args.session_id)
+                                               if args.session_id else "")
         goal = make_goal(
             args.prompt, args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
             seed=args.seed, domain_hint=args.domain_hint, session_id=args.session_id,
+            session_token=session_token,
         )
         call = client.send(goal, on_feedback=lambda f: (sys.stdout.write(f.delta), sys.stdout.flush()))
         if not call.wait_accepted(args.timeout):
@@ -70,6 +78,8 @@ def _generate(node: Node, args: argparse.Namespace) -> int:
             print("\n[cancelling]", file=sys.stderr)
             call.cancel()
             result = call.wait(timeout_s=60)
+        if args.session_id and result.session_token:
+            tokens.put(client.action_name, args.session_id, result.session_token)
         print()
         print(format_result(result))
         return 0 if call.succeeded else 1
