@@ -4,15 +4,32 @@ from __future__ import annotations
 
 import time
 
+from memspec_interfaces.msg import DraftResidency
+
 from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
+from memspec_ros.ros.qos import RESIDENCY_LOG_QOS
 
 
 def test_full_lifecycle_across_processes(client_node, params_file) -> None:
-    with NodeProcess(params_file) as node:
+    residency: list[DraftResidency] = []
+    sub = client_node.create_subscription(DraftResidency, "/memspec/draft_residency", residency.append,
+                                          RESIDENCY_LOG_QOS)
+    with NodeProcess(params_file, overrides={"residency_period_s": 0.2}) as node:
         lc = LifecycleClient(client_node)
         assert lc.wait_for_services(60.0), node.log()
         assert lc.get_state() == "unconfigured"
+        # Lifecycle publishers: configured but inactive, the node publishes no residency even
+        # though its timer runs (every 0.2 s); activated, it publishes at once.
+        assert lc.change_state("configure"), node.log()
+        time.sleep(1.0)  # five periods of the residency timer
+        assert residency == [], "an inactive node published draft_residency"
+        assert lc.change_state("activate"), node.log()
+        deadline = time.monotonic() + 30
+        while not residency and time.monotonic() < deadline:
+            time.sleep(0.05)  # the subscription is served by the client's executor thread
+        assert residency, "the active node published no draft_residency"
+        assert lc.change_state("deactivate") and lc.change_state("cleanup"), node.log()
         for transition, expected in [
             ("configure", "inactive"),
             ("activate", "active"),
@@ -26,6 +43,7 @@ def test_full_lifecycle_across_processes(client_node, params_file) -> None:
         assert lc.change_state("shutdown")
         assert lc.get_state() == "finalized"
         assert node.alive()
+    client_node.destroy_subscription(sub)
 
 
 def test_bad_parameter_fails_configure_and_node_stays_unconfigured(client_node, params_file) -> None:

@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from memspec_ros import knobs
-from memspec_ros.ros.parameters import PARAMS, PARAMS_BY_NAME, POLICIES, ConfigError, validate
+from memspec_ros.ros.parameters import (
+    PARAMS,
+    PARAMS_BY_NAME,
+    POLICIES,
+    RUNTIME_CHANGEABLE,
+    ConfigError,
+    validate,
+)
 
 
 def _defaults(**changes: object) -> dict[str, object]:
@@ -83,3 +90,8 @@ def test_only_predictor_policies_need_the_predictor_file(tmp_path, policy) -> No
 def test_model_root_must_exist(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"'model_root'.*not a directory"):
         validate(_defaults(model_root=str(tmp_path / "missing")))
+
+
+def test_only_the_run_time_knobs_are_writable_after_start_up() -> None:
+    writable = {p.name for p in PARAMS if not p.descriptor().read_only}
+    assert writable == RUNTIME_CHANGEABLE == {"policy", "check_interval", "num_speculative_tokens"}
