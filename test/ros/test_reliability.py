@@ -14,6 +14,9 @@ from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
 
 ROBOT_PROMPT = "USER: Could you go to the kitchen and bring me a cup\nROBOT:"
+# The target's greedy continuation has no end-of-sequence in its first 500 tokens
+# (test_generate.py checks it): a goal for it is still running when the test interrupts it.
+LEGAL_PROMPT = "Permission is hereby granted, free of charge, to any person obtaining a copy"
 
 
 def _set_param(client_node, name: str, value: str | int):
@@ -75,7 +78,7 @@ def test_node_survives_errors_keeps_sessions_and_answers_on_ctrl_c(client_node, 
         assert log.count("context_hint") < 50, "hint warnings are throttled"
 
         # 6. Ctrl-C during a generation: the lifecycle shutdown runs and the goal gets a result.
-        long_call = gen.send(make_goal(ROBOT_PROMPT, 400))
+        long_call = gen.send(make_goal(LEGAL_PROMPT, 500))
         assert long_call.wait_accepted()
         deadline = time.monotonic() + 60
         while not long_call.feedback and time.monotonic() < deadline:
