@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from memspec_ros.core.engine import GenerationSession, SpeculativeEngine
+from memspec_ros.core.engine import DecodeState, SpeculativeEngine
 from memspec_ros.runtime import Budget, DraftRuntime, GenerationReport, RuntimeConfig
 
 from .measures import RunMeasure, measure_reports
@@ -66,7 +66,7 @@ def run_target_only(engine: SpeculativeEngine, session: Session, traces: Session
     rounds = 0
     outputs: list[list[int]] = []
     for turns in session.conversations:
-        conv: GenerationSession | None = None
+        conv: DecodeState | None = None
         for turn in turns:
             t0 = time.perf_counter()
             conv = engine.run_turn(conv, turn.prompt, turn.max_new_tokens)

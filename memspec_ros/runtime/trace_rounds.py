@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from memspec_ros.core.finish_reason import FinishReason
 from memspec_ros.core.sampling import SamplingParams
 
 from .cost_model import CostModel
@@ -29,7 +30,7 @@ from .virtual_time import VirtualClock, VirtualLoader
 class TraceTurn:
     """One turn of a trace, replayed round by round."""
 
-    session = None
+    state = None
 
     def __init__(self, owner: TraceRounds, turn: TurnTrace, turn_index: int) -> None:
         self._owner = owner
@@ -78,8 +79,8 @@ class TraceTurn:
                             hidden=hidden, draft_s=draft_s, verify_s=verify_s, counterfactual=cf,
                             counterfactual_s=extra_s)
 
-    def finish(self, cancelled: bool) -> tuple[list[int], str, str]:
-        return list(self._turn.output_ids), "", "cancelled" if cancelled else self._turn.finish_reason
+    def finish(self, stopped: FinishReason | None) -> tuple[list[int], str, FinishReason]:
+        return list(self._turn.output_ids), "", stopped or FinishReason(self._turn.finish_reason)
 
 
 class TraceRounds:

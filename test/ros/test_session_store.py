@@ -22,12 +22,12 @@ def _talk(store: SessionStore, sid: str, engine, token: str = "") -> str:
     claim = store.claim(sid, token)
     assert claim.problem is None, claim.problem
     conv = store.get(sid).conversation
-    if conv.session is None:
-        conv.session = engine.start("USER: hello robot\nROBOT:", 4)
+    if conv.state is None:
+        conv.state = engine.start("USER: hello robot\nROBOT:", 4)
     else:
-        conv.session.continue_with("\nUSER: and then?\nROBOT:", 4)
-    while not conv.session.done:
-        conv.session.step(None)
+        conv.state.continue_with("\nUSER: and then?\nROBOT:", 4)
+    while not conv.state.done:
+        conv.state.step(None)
     conv.turns += 1
     store.release(sid)
     return claim.token
