@@ -19,11 +19,11 @@ from memspec_ros.runtime import Budget, DraftRuntime, GenerationReport, RuntimeC
 from .measures import RunMeasure, measure_reports
 from .policy_factory import PolicyFactory
 from .testbed import Testbed
-from .trace_cache import ConversationCursor, SessionTraces
-from .workloads import Session
+from .trace_cache import ConversationCursor, DialogueTraces
+from .workloads import ScriptedDialogue
 
 
-def serve_session(runtime: DraftRuntime, session: Session, cursor: ConversationCursor | None = None
+def serve_session(runtime: DraftRuntime, session: ScriptedDialogue, cursor: ConversationCursor | None = None
                   ) -> list[GenerationReport]:
     """Every conversation of ``session`` through ``runtime``; one report per turn."""
     reports: list[GenerationReport] = []
@@ -35,7 +35,7 @@ def serve_session(runtime: DraftRuntime, session: Session, cursor: ConversationC
     return reports
 
 
-def run_policy(testbed: Testbed, session: Session, traces: SessionTraces, factory: PolicyFactory, name: str,
+def run_policy(testbed: Testbed, session: ScriptedDialogue, traces: DialogueTraces, factory: PolicyFactory, name: str,
                budget: Budget, config: RuntimeConfig) -> tuple[RunMeasure, list[GenerationReport]]:
     """Run ``session`` with a fresh policy ``name`` for real; returns its measure and per-turn reports."""
     cursor = ConversationCursor(traces)
@@ -60,7 +60,7 @@ def run_policy(testbed: Testbed, session: Session, traces: SessionTraces, factor
     return measure, reports
 
 
-def run_target_only(engine: SpeculativeEngine, session: Session, traces: SessionTraces) -> RunMeasure:
+def run_target_only(engine: SpeculativeEngine, session: ScriptedDialogue, traces: DialogueTraces) -> RunMeasure:
     """Plain autoregressive decoding with the target (one forward per token, cache kept within a conversation)."""
     wall = verify = 0.0
     rounds = 0

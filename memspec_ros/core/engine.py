@@ -1,4 +1,4 @@
-"""The speculative decoding engine: sessions that advance one round at a time.
+"""The speculative decoding engine: decoding states that advance one round at a time.
 
 The engine deliberately does *not* decide which draft to use or how many tokens to
 speculate: :meth:`DecodeState.step` takes the proposer and k for every round. That
@@ -33,7 +33,7 @@ Prompt = str | Sequence[int]
 
 
 class SpeculativeEngine:
-    """A target model plus tokenizer; creates generation sessions.
+    """A target model plus tokenizer; opens decoding states (:class:`DecodeState`).
 
     Args:
         target: the model whose output distribution is reproduced exactly.
@@ -74,7 +74,7 @@ class SpeculativeEngine:
         Exactly ``encode(text)`` for the text ``turn_ids`` came from: the special tokens the
         tokenizer adds around any text (e.g. a BOS) are learnt once at construction. This lets a
         caller tokenise a prompt once, before it knows whether the prompt opens a dialogue or
-        continues one (a queued goal of a session whose first turn has not run yet).
+        continues one (a queued goal of a dialogue whose first turn has not run yet).
         """
         return [*self.special_prefix, *turn_ids, *self.special_suffix]
 
@@ -101,7 +101,7 @@ class SpeculativeEngine:
         total = used + new_prompt + max_new_tokens
         if total > self.max_context:
             raise InvalidRequestError(
-                f"request needs {total} positions ({used} already in the session + {new_prompt} "
+                f"request needs {total} positions ({used} already in the dialogue + {new_prompt} "
                 f"prompt + {max_new_tokens} new tokens) but the context window is {self.max_context}"
             )
 
@@ -109,7 +109,7 @@ class SpeculativeEngine:
     def start(
         self, prompt: Prompt, max_new_tokens: int, params: SamplingParams = GREEDY
     ) -> DecodeState:
-        """Open a session for ``prompt``; advance it with :meth:`DecodeState.step`."""
+        """Open a dialogue's decoding state for ``prompt``; advance it with :meth:`DecodeState.step`."""
         ids = self.encode(prompt)
         self.check_budget(0, len(ids), max_new_tokens)
         return DecodeState(self, ids, max_new_tokens, params)
@@ -122,12 +122,12 @@ class SpeculativeEngine:
         max_new_tokens: int = 64,
         params: SamplingParams = GREEDY,
     ) -> DecodeState:
-        """Run a whole generation with one fixed draft (or target-only); return the finished session."""
+        """Run a whole generation with one fixed draft (or target-only); return the finished state."""
         return self.run_turn(None, prompt, max_new_tokens, draft, k, params)
 
     def run_turn(
         self,
-        session: DecodeState | None,
+        state: DecodeState | None,
         prompt: Prompt,
         max_new_tokens: int,
         draft: DraftProposer | None = None,
@@ -136,17 +136,17 @@ class SpeculativeEngine:
     ) -> DecodeState:
         """Decode the next dialogue turn to its end with one fixed draft (or target-only).
 
-        ``session=None`` opens the conversation; otherwise the turn continues ``session`` (its
+        ``state=None`` opens the conversation; otherwise the turn continues ``state`` (its
         cache kept, :meth:`DecodeState.continue_with`). ``params=None`` means greedy for a
-        new conversation and the previous turn's settings for a continued one. Returns the session.
+        new conversation and the previous turn's settings for a continued one. Returns the state.
         """
-        if session is None:
-            session = self.start(prompt, max_new_tokens, params or GREEDY)
+        if state is None:
+            state = self.start(prompt, max_new_tokens, params or GREEDY)
         else:
-            session.continue_with(prompt, max_new_tokens, params)
-        while not session.done:
-            session.step(draft, k)
-        return session
+            state.continue_with(prompt, max_new_tokens, params)
+        while not state.done:
+            state.step(draft, k)
+        return state
 
     @torch.inference_mode()
     def target_greedy(self, prompt: Prompt, max_new_tokens: int) -> list[int]:
@@ -171,7 +171,11 @@ class SpeculativeEngine:
 
 
 class DecodeState:
-    """One conversation with the target: the committed tokens, the target cache, the outputs.
+    """The engine's decoding state of one dialogue: committed tokens, the target cache, the outputs.
+
+    Once called a "session", like three other things in the project; the runtime's
+    ``Conversation`` holds one of these, the node's ``DialogueStore`` holds conversations (see
+    :mod:`memspec_ros.runtime.conversation`).
 
     Attributes:
         token_ids: every committed token of every turn (prompts and outputs).
@@ -237,7 +241,7 @@ class DecodeState:
         Never emits past ``max_new_tokens``; stops at end-of-sequence.
         """
         if self.done:
-            raise InvalidRequestError("the session is finished; use continue_with() for a new turn")
+            raise InvalidRequestError("the turn is finished; use continue_with() for a new turn")
         k_problem = K.problem(k)
         if k_problem is not None:
             raise InvalidRequestError(k_problem)

@@ -52,6 +52,7 @@ from std_msgs.msg import String
 from memspec_ros.core.finish_reason import FinishReason
 from memspec_ros.ros.callback_guard import survive
 from memspec_ros.ros.callback_meter import CallbackMeter
+from memspec_ros.ros.dialogue_store import DialogueStore
 from memspec_ros.ros.echo import echo
 from memspec_ros.ros.goal_validation import GoalLimits, goal_problem, sampling_params
 from memspec_ros.ros.messages import acceptance_msg, diagnostics_msg, residency_msg
@@ -65,7 +66,6 @@ from memspec_ros.ros.parameters import (
 )
 from memspec_ros.ros.qos import FEEDBACK_QOS, GOAL_SERVICE_QOS, REJECTIONS_QOS, RESIDENCY_QOS
 from memspec_ros.ros.runtime_builder import build_policy, build_runtime
-from memspec_ros.ros.sessions import SessionStore
 from memspec_ros.runtime.policies import Policy
 from memspec_ros.runtime.residency import DraftState, ResidencyEvent
 from memspec_ros.runtime.runtime import DraftRuntime, GenerationReport
@@ -102,7 +102,7 @@ class MemSpecNode(LifecycleNode):
         self._pending_policy: Policy | None = None
         self._counters = {"goals": 0, "rejected": 0, "failed": 0}
         self._entities: list[Any] = []
-        self.sessions = SessionStore(16)
+        self.dialogues = DialogueStore(16)
         self._action_group = ReentrantCallbackGroup()
         self._prediction_group = MutuallyExclusiveCallbackGroup()
         self._prefetch_group = MutuallyExclusiveCallbackGroup()
@@ -138,7 +138,7 @@ class MemSpecNode(LifecycleNode):
             gc.collect()
             return TransitionCallbackReturn.FAILURE
         self.config, self.runtime, self.unusable_drafts = config, built.runtime, built.unusable
-        self.sessions = SessionStore(
+        self.dialogues = DialogueStore(
             config["max_sessions"], budget_bytes=config["session_budget_bytes"],
             idle_timeout_s=config["session_idle_timeout_s"],
             on_drop=lambda sid, why: self.get_logger().info(f"session {echo(sid)} dropped: {why}"))
@@ -287,7 +287,7 @@ class MemSpecNode(LifecycleNode):
         self.runtime = None
         self.config = None
         self.unusable_drafts = {}
-        self.sessions.clear()
+        self.dialogues.clear()
         with self._lock:
             self._admitted.clear()
         gc.collect()
@@ -330,7 +330,7 @@ class MemSpecNode(LifecycleNode):
             admission = runtime.admit(goal.prompt, int(goal.max_new_tokens))
             problem = admission.problem
             if problem is None and goal.session_id:
-                problem = self.sessions.claim(goal.session_id, goal.session_token).problem
+                problem = self.dialogues.claim(goal.session_id, goal.session_token).problem
         except Exception:
             self._unreserve()
             raise
@@ -363,7 +363,7 @@ class MemSpecNode(LifecycleNode):
     def _finish_goal(self, goal_handle: ServerGoalHandle) -> None:
         """Bookkeeping after a goal ends; start the next queued goal, if any."""
         if goal_handle.request.session_id:
-            self.sessions.release(goal_handle.request.session_id)
+            self.dialogues.release(goal_handle.request.session_id)
         with self._lock:
             self._admitted.pop(id(goal_handle.request), None)
             self._inflight -= 1
@@ -421,9 +421,9 @@ class MemSpecNode(LifecycleNode):
     def _session_result(self, goal_handle: ServerGoalHandle, result: Generate.Result) -> Generate.Result:
         """``result`` with the goal's session token (the client needs it for its next turn)."""
         sid = goal_handle.request.session_id
-        session = self.sessions.get(sid) if sid else None
-        if session is not None:
-            result.session_token = session.token
+        kept = self.dialogues.get(sid) if sid else None
+        if kept is not None:
+            result.session_token = kept.token
         return result
 
     def _generate(self, goal_handle: ServerGoalHandle) -> Generate.Result:
@@ -444,11 +444,11 @@ class MemSpecNode(LifecycleNode):
                 message="aborted: the node was reconfigured after this goal was accepted; send it again"))
         self._apply_pending_changes()
         self._counters["goals"] += 1
-        session = self.sessions.get(goal.session_id) if goal.session_id else None
-        if goal.session_id and session is None:
+        kept = self.dialogues.get(goal.session_id) if goal.session_id else None
+        if goal.session_id and kept is None:
             self._terminate(goal_handle, "abort")
             return Generate.Result(message=f"aborted: session {echo(goal.session_id)} was dropped (node cleaned up)")
-        conversation = session.conversation if session is not None else runtime.new_conversation()
+        conversation = kept.conversation if kept is not None else runtime.new_conversation()
 
         def publish(progress: TurnProgress) -> None:
             if goal_handle.is_active:  # not aborted by a deactivate timeout
@@ -557,7 +557,7 @@ class MemSpecNode(LifecycleNode):
         runtime, config = self.runtime, self.config
         if runtime is None or config is None:
             return
-        self.sessions.expire()  # idle sessions go even when no goal arrives
+        self.dialogues.expire()  # idle sessions go even when no goal arrives
         st = runtime.statistics()
         snap = runtime.pool.snapshot()
         level, summary = DiagnosticStatus.OK, "serving" if self._active else "inactive"
@@ -582,8 +582,8 @@ class MemSpecNode(LifecycleNode):
             "tokens": st.tokens,
             "goals_rejected": self._counters["rejected"],
             "goals_failed": self._counters["failed"],
-            "sessions": len(self.sessions),
-            "session_kv_bytes": self.sessions.kv_bytes(),
+            "sessions": len(self.dialogues),
+            "session_kv_bytes": self.dialogues.kv_bytes(),
             "load_to_round_ratio": f"{ratio:.2f}" if ratio is not None else "n/a",
             "predictor_fraction_of_decode": f"{st.predictor_fraction:.4f}",
         }

@@ -40,7 +40,7 @@ from .runtime import (
 from .scheduler import Scheduler
 from .simulator import SimulationResult, Simulator
 from .storage import StorageModel
-from .traces import SessionTrace, Turn, TurnTrace, record_session
+from .traces import DialogueTrace, Turn, TurnTrace, record_dialogue
 from .turn_progress import TurnProgress
 from .turns import Admission, TurnRequest
 from .virtual_time import VirtualClock, VirtualLoader
@@ -60,6 +60,7 @@ __all__ = [
     "ContextTracker",
     "Conversation",
     "CostModel",
+    "DialogueTrace",
     "DraftAcceptance",
     "DraftPool",
     "DraftPredictor",
@@ -82,7 +83,6 @@ __all__ = [
     "RuntimeConfig",
     "RuntimeStats",
     "Scheduler",
-    "SessionTrace",
     "SimulationResult",
     "Simulator",
     "StorageModel",
@@ -99,6 +99,6 @@ __all__ = [
     "make_materializer",
     "make_policy",
     "measure_cost_model",
-    "record_session",
+    "record_dialogue",
     "zoo_fingerprint",
 ]

@@ -23,7 +23,7 @@ from .policies.base import Policy
 from .pool import DraftPool
 from .residency import DraftState, ResidencyEvent
 from .round_execution import RoundOutcome, predictor_calls
-from .traces import SessionTrace, TurnTrace
+from .traces import DialogueTrace, TurnTrace
 from .virtual_time import VirtualClock, VirtualLoader
 
 
@@ -94,7 +94,7 @@ class TraceRounds:
         self.synced: dict[str, int] = {}
         """Per draft: context tokens its KV cache holds."""
         self.context_len = 0
-        self._trace: SessionTrace | None = None
+        self._trace: DialogueTrace | None = None
         self._calls_charged = 0
 
     def bind(self, pool: DraftPool, loader: Loader) -> None:
@@ -103,7 +103,7 @@ class TraceRounds:
         self.loader = loader
         pool.add_listener(self._on_residency)
 
-    def replay(self, trace: SessionTrace, policy: Policy) -> None:
+    def replay(self, trace: DialogueTrace, policy: Policy) -> None:
         """The next conversation to run is ``trace`` (one conversation, fresh draft caches)."""
         self._trace = trace
         self.synced = {}
