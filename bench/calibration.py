@@ -43,8 +43,8 @@ from memspec_ros.runtime import (
 from .policy_factory import PolicyFactory
 from .real_runs import serve_session
 from .testbed import Testbed
-from .trace_cache import SessionTraces
-from .workloads import Session
+from .trace_cache import DialogueTraces
+from .workloads import ScriptedDialogue
 
 
 @dataclass
@@ -99,8 +99,8 @@ def measure_load_times(testbed: Testbed, storage: StorageModel, repeats: int = 2
             for s in testbed.catalogue}
 
 
-def calibrate(testbed: Testbed, session: Session, context: SessionTraces, *, ratio: float, budget: Budget, k: int,
-              check_interval: int, repeats: int, factory: PolicyFactory) -> Calibration:
+def calibrate(testbed: Testbed, session: ScriptedDialogue, context: DialogueTraces, *, ratio: float, budget: Budget,
+              k: int, check_interval: int, repeats: int, factory: PolicyFactory) -> Calibration:
     """Run steps 1-5 of the module docstring on ``session``; ``context`` gives realistic tokens to time on."""
     t0 = time.perf_counter()
     # Proposal and verify times from real engine rounds on the calibration prompts, not from

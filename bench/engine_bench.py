@@ -2,7 +2,7 @@
 
 One run, the same prompts and greedy decoding for every configuration:
 
-* ``target-only (ours)``     - GenerationSession.step(None): one target forward per token.
+* ``target-only (ours)``     - DecodeState.step(None): one target forward per token.
 * ``target-only (HF)``       - plain ``model.generate`` (shows our target step is not slower).
 * ``ours + matched``         - our engine with the draft trained on the prompt's domain.
 * ``ours + mismatched``      - our engine with a draft from another domain.

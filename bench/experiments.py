@@ -32,7 +32,7 @@ from .real_runs import run_policy, run_target_only
 from .sim_runs import model_target_only, simulate
 from .testbed import Testbed
 from .timeline import session_timeline
-from .trace_cache import SessionTraces
+from .trace_cache import DialogueTraces
 from .workloads import Workload
 
 TARGET_ONLY = "target-only"
@@ -47,7 +47,7 @@ class Bench:
     cfg: BenchConfig
     testbed: Testbed
     workload: Workload
-    traces: list[SessionTraces]
+    traces: list[DialogueTraces]
     calibration: Calibration
     factory: PolicyFactory
     policies: list[str]
@@ -138,7 +138,7 @@ def ablation(bench: Bench, headline: Headline) -> dict[str, object]:
                                        for n in names if n in headline.simulated}}
 
 
-Setting = tuple[Budget, CostModel, RuntimeConfig, list[SessionTraces]]
+Setting = tuple[Budget, CostModel, RuntimeConfig, list[DialogueTraces]]
 """What a sweep point changes: budget, time model (load times), runtime config, traces."""
 V = TypeVar("V")
 

@@ -28,7 +28,7 @@ from memspec_ros.runtime import CostModel
 from .engine_bench import assistant_config
 from .measures import RunMeasure
 from .testbed import Testbed
-from .trace_cache import SessionTraces
+from .trace_cache import DialogueTraces
 
 
 @dataclass
@@ -42,7 +42,7 @@ class SingleDraftRounds:
     seconds: float = 0.0
 
 
-def single_draft_rounds(trace: SessionTraces, draft: str, cost: CostModel, k: int) -> SingleDraftRounds:
+def single_draft_rounds(trace: DialogueTraces, draft: str, cost: CostModel, k: int) -> SingleDraftRounds:
     """Round by round, the engine's rules: what ``draft`` alone gets accepted on ``trace``."""
     out = SingleDraftRounds()
     for turn in trace.turns:
@@ -58,7 +58,7 @@ def single_draft_rounds(trace: SessionTraces, draft: str, cost: CostModel, k: in
     return out
 
 
-def best_single_draft(traces: Sequence[SessionTraces], drafts: Sequence[str], cost: CostModel, k: int) -> str:
+def best_single_draft(traces: Sequence[DialogueTraces], drafts: Sequence[str], cost: CostModel, k: int) -> str:
     """The draft with the highest modelled tokens/s over all sessions (hindsight choice)."""
     def rate(d: str) -> float:
         runs = [single_draft_rounds(tr, d, cost, k) for tr in traces]
@@ -80,7 +80,7 @@ def assisted_generate(testbed: Testbed, ids: list[int], max_new_tokens: int, ass
     return out[0, len(ids):].tolist(), time.perf_counter() - start
 
 
-def run_hf_assisted(testbed: Testbed, trace: SessionTraces, draft: str, k: int, cost: CostModel) -> RunMeasure:
+def run_hf_assisted(testbed: Testbed, trace: DialogueTraces, draft: str, k: int, cost: CostModel) -> RunMeasure:
     """Assisted generation over a session's turns; each conversation's context comes from the trace.
 
     ``generate`` does not report its rounds, so rounds and acceptance are the exact ones of
@@ -110,7 +110,7 @@ def run_hf_assisted(testbed: Testbed, trace: SessionTraces, draft: str, k: int, 
                       outputs_identical=identical)
 
 
-def warm_up_hf(testbed: Testbed, trace: SessionTraces, draft: str, k: int) -> None:
+def warm_up_hf(testbed: Testbed, trace: DialogueTraces, draft: str, k: int) -> None:
     """One short untimed assisted call, so that lazy initialisation is not charged to the first session."""
     assistant = testbed.proposers[draft].model
     saved = assistant.generation_config
@@ -121,7 +121,7 @@ def warm_up_hf(testbed: Testbed, trace: SessionTraces, draft: str, k: int) -> No
         assistant.generation_config = saved
 
 
-def reencoding(trace: SessionTraces, cost: CostModel) -> tuple[int, float]:
+def reencoding(trace: DialogueTraces, cost: CostModel) -> tuple[int, float]:
     """Dialogue-history tokens ``generate`` encodes again over a session, and their modelled seconds.
 
     Our engine keeps the target's cache across turns and prefills only each new prompt;

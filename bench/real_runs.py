@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import time
 
-from memspec_ros.core.engine import GenerationSession, SpeculativeEngine
+from memspec_ros.core.engine import DecodeState, SpeculativeEngine
 from memspec_ros.runtime import Budget, DraftRuntime, GenerationReport, RuntimeConfig
 
 from .measures import RunMeasure, measure_reports
 from .policy_factory import PolicyFactory
 from .testbed import Testbed
-from .trace_cache import ConversationCursor, SessionTraces
-from .workloads import Session
+from .trace_cache import ConversationCursor, DialogueTraces
+from .workloads import ScriptedDialogue
 
 
-def serve_session(runtime: DraftRuntime, session: Session, cursor: ConversationCursor | None = None
+def serve_session(runtime: DraftRuntime, session: ScriptedDialogue, cursor: ConversationCursor | None = None
                   ) -> list[GenerationReport]:
     """Every conversation of ``session`` through ``runtime``; one report per turn."""
     reports: list[GenerationReport] = []
@@ -35,7 +35,7 @@ def serve_session(runtime: DraftRuntime, session: Session, cursor: ConversationC
     return reports
 
 
-def run_policy(testbed: Testbed, session: Session, traces: SessionTraces, factory: PolicyFactory, name: str,
+def run_policy(testbed: Testbed, session: ScriptedDialogue, traces: DialogueTraces, factory: PolicyFactory, name: str,
                budget: Budget, config: RuntimeConfig) -> tuple[RunMeasure, list[GenerationReport]]:
     """Run ``session`` with a fresh policy ``name`` for real; returns its measure and per-turn reports."""
     cursor = ConversationCursor(traces)
@@ -60,13 +60,13 @@ def run_policy(testbed: Testbed, session: Session, traces: SessionTraces, factor
     return measure, reports
 
 
-def run_target_only(engine: SpeculativeEngine, session: Session, traces: SessionTraces) -> RunMeasure:
+def run_target_only(engine: SpeculativeEngine, session: ScriptedDialogue, traces: DialogueTraces) -> RunMeasure:
     """Plain autoregressive decoding with the target (one forward per token, cache kept within a conversation)."""
     wall = verify = 0.0
     rounds = 0
     outputs: list[list[int]] = []
     for turns in session.conversations:
-        conv: GenerationSession | None = None
+        conv: DecodeState | None = None
         for turn in turns:
             t0 = time.perf_counter()
             conv = engine.run_turn(conv, turn.prompt, turn.max_new_tokens)

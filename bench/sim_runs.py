@@ -14,10 +14,10 @@ from memspec_ros.runtime import Budget, Catalogue, CostModel, RuntimeConfig, Sim
 
 from .measures import RunMeasure, measure_reports
 from .policy_factory import PolicyFactory
-from .trace_cache import ConversationCursor, SessionTraces
+from .trace_cache import ConversationCursor, DialogueTraces
 
 
-def simulate(catalogue: Catalogue, budget: Budget, factory: PolicyFactory, name: str, traces: SessionTraces,
+def simulate(catalogue: Catalogue, budget: Budget, factory: PolicyFactory, name: str, traces: DialogueTraces,
              cost: CostModel, config: RuntimeConfig, *, keep_reports: list | None = None) -> RunMeasure:
     """A fresh policy ``name`` on one session's traces; ``keep_reports`` collects the per-turn reports."""
     cursor = ConversationCursor(traces)
@@ -38,7 +38,7 @@ def simulate(catalogue: Catalogue, budget: Budget, factory: PolicyFactory, name:
     return measure_reports(traces.name, reports, peak_memory_bytes=peak[0])
 
 
-def model_target_only(traces: SessionTraces, cost: CostModel) -> RunMeasure:
+def model_target_only(traces: DialogueTraces, cost: CostModel) -> RunMeasure:
     """Modelled target-only decoding of a session: prefill per turn, one target step per token.
 
     No runtime bookkeeping is charged: target-only decoding runs the engine directly.

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 from memspec_ros.runtime import GenerationReport
 
-from .workloads import Session
+from .workloads import ScriptedDialogue
 
 
-def session_timeline(policy: str, session: Session, reports: Sequence[GenerationReport]) -> dict[str, object]:
+def session_timeline(policy: str, session: ScriptedDialogue, reports: Sequence[GenerationReport]) -> dict[str, object]:
     """``{"policy", "session", "turns": [{start, end, domain}], "rounds": [...]}`` on one clock."""
     turns: list[dict[str, object]] = []
     rounds: list[dict[str, object]] = []

@@ -2,8 +2,8 @@
 
 A trace (``memspec_ros.runtime.traces``) is what the oracle policy and the simulator need: the
 target's greedy tokens of a conversation and, for every draft, which of them it would have
-proposed. A session is one or more conversations (:attr:`Session.conversations`), so its traces
-are a :class:`SessionTraces`, one ``SessionTrace`` per conversation. Recording costs one greedy
+proposed. A session is one or more conversations (:attr:`ScriptedDialogue.conversations`), so its traces
+are a :class:`DialogueTraces`, one ``DialogueTrace`` per conversation. Recording costs one greedy
 run plus one teacher-forced pass per draft, so traces are cached on disk, keyed by the zoo's
 weights and the conversation's exact prompts and token limits.
 """
@@ -16,18 +16,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memspec_ros.runtime.traces import SessionTrace, Turn, TurnTrace, record_session
+from memspec_ros.runtime.traces import DialogueTrace, Turn, TurnTrace, record_dialogue
 
 from .testbed import Testbed
-from .workloads import Session
+from .workloads import ScriptedDialogue
 
 
 @dataclass
-class SessionTraces:
+class DialogueTraces:
     """A session's exact traces, one per conversation, in order."""
 
     name: str
-    conversations: list[SessionTrace]
+    conversations: list[DialogueTrace]
 
     @property
     def turns(self) -> list[TurnTrace]:
@@ -43,16 +43,16 @@ class SessionTraces:
         """The session's token ids (prompts and outputs), conversation after conversation."""
         return [t for turn in self.turns for t in (*turn.prompt_ids, *turn.output_ids)]
 
-    def prefix(self, n_turns: int) -> SessionTraces:
+    def prefix(self, n_turns: int) -> DialogueTraces:
         """The traces of the session's first ``n_turns`` turns (exact: later turns never affect earlier ones)."""
-        out: list[SessionTrace] = []
+        out: list[DialogueTrace] = []
         left = n_turns
         for c in self.conversations:
             if left <= 0:
                 break
-            out.append(SessionTrace(c.name, c.turns[:left]))
+            out.append(DialogueTrace(c.name, c.turns[:left]))
             left -= len(c.turns)
-        return SessionTraces(f"{self.name}[:{n_turns}]", out)
+        return DialogueTraces(f"{self.name}[:{n_turns}]", out)
 
 
 class ConversationCursor:
@@ -62,7 +62,7 @@ class ConversationCursor:
     :attr:`index` at the conversation being decoded before it starts.
     """
 
-    def __init__(self, traces: SessionTraces) -> None:
+    def __init__(self, traces: DialogueTraces) -> None:
         self.traces = traces
         self.index = 0
 
@@ -78,12 +78,12 @@ def trace_key(fingerprint: str, turns: Sequence[Turn]) -> str:
 
 
 def _conversation_trace(testbed: Testbed, turns: Sequence[Turn], name: str, cache_dir: Path, k: int
-                        ) -> tuple[SessionTrace, bool]:
+                        ) -> tuple[DialogueTrace, bool]:
     path = cache_dir / f"trace-{trace_key(testbed.fingerprint, turns)}.npz"
     trace = None
     if path.exists():
         try:
-            trace = SessionTrace.load(path)
+            trace = DialogueTrace.load(path)
         except (OSError, ValueError, KeyError):
             trace = None
         if trace is not None and (set(trace.drafts) != set(testbed.catalogue.names)
@@ -92,27 +92,27 @@ def _conversation_trace(testbed: Testbed, turns: Sequence[Turn], name: str, cach
     if trace is not None:
         trace.name = name
         return trace, True
-    trace = record_session(testbed.engine, testbed.drafts, list(turns), name=name, helper=testbed.domain_proposer,
+    trace = record_dialogue(testbed.engine, testbed.drafts, list(turns), name=name, helper=testbed.domain_proposer,
                            k=k)
     trace.save(path)
     return trace, False
 
 
-def session_traces(testbed: Testbed, sessions: Sequence[Session], cache_dir: Path, k: int,
-                   on_done: Callable[[Session, bool], None] | None = None) -> list[SessionTraces]:
+def session_traces(testbed: Testbed, sessions: Sequence[ScriptedDialogue], cache_dir: Path, k: int,
+                   on_done: Callable[[ScriptedDialogue, bool], None] | None = None) -> list[DialogueTraces]:
     """Traces of every session, from the cache when valid, else recorded (and cached).
 
     ``on_done(session, all_from_cache)`` reports progress.
     """
     cache_dir.mkdir(parents=True, exist_ok=True)
-    out: list[SessionTraces] = []
+    out: list[DialogueTraces] = []
     for session in sessions:
         convs, cached = [], True
         for i, turns in enumerate(session.conversations):
             trace, hit = _conversation_trace(testbed, turns, f"{session.name}/{i}", cache_dir, k)
             convs.append(trace)
             cached &= hit
-        out.append(SessionTraces(session.name, convs))
+        out.append(DialogueTraces(session.name, convs))
         if on_done is not None:
             on_done(session, cached)
     return out

@@ -36,8 +36,14 @@ HOME_DOMAIN = "robot"
 
 
 @dataclass(frozen=True)
-class Session:
-    """One conversation: its turns, in order, and how often its topic shifts."""
+class ScriptedDialogue:
+    """One scripted dialogue of the workload: its turns, in order, and how often its topic shifts.
+
+    Named apart from the other "sessions" of the project (the engine's ``DecodeState``, the
+    runtime's ``Conversation``, the node's ``DialogueStore``; see
+    :mod:`memspec_ros.runtime.conversation`). The results JSON, the ``--sessions`` flag and the
+    names ``session-<i>`` keep the word, so earlier results stay comparable.
+    """
 
     name: str
     shift_every: int
@@ -68,17 +74,17 @@ class Session:
                 out.append([t])
         return [tuple(c) for c in out]
 
-    def prefix(self, n: int) -> Session:
+    def prefix(self, n: int) -> ScriptedDialogue:
         """The first ``n`` turns (a shorter generation of the same session)."""
-        return Session(f"{self.name}[:{n}]", self.shift_every, self.turns[:n], self.carry_context)
+        return ScriptedDialogue(f"{self.name}[:{n}]", self.shift_every, self.turns[:n], self.carry_context)
 
 
 @dataclass(frozen=True)
 class Workload:
     """Evaluation sessions, the calibration session, and how the prompts were chosen."""
 
-    sessions: tuple[Session, ...]
-    calibration: Session
+    sessions: tuple[ScriptedDialogue, ...]
+    calibration: ScriptedDialogue
     excluded_prompts: int
     """Held-out prompts dropped because the predictor was trained on the same text."""
     available_prompts: dict[str, int]
@@ -148,7 +154,7 @@ def build_workload(prompts: Mapping[str, Sequence[str]], *, exclude: Container[s
             raise ValueError(f"domain {d!r} has too few prompts to spare one for calibration")
         calib.append(Turn(prompt=pools[d].pop(), max_new_tokens=max_new_tokens, domain=d))
     cursor = dict.fromkeys(domains, 0)
-    out: list[Session] = []
+    out: list[ScriptedDialogue] = []
     home = HOME_DOMAIN if HOME_DOMAIN in pools else domains[0]
     for s in range(sessions):
         shift = shift_rates[s % len(shift_rates)]
@@ -169,6 +175,6 @@ def build_workload(prompts: Mapping[str, Sequence[str]], *, exclude: Container[s
                 raise ValueError(f"domain {current!r} has fewer than {turns} distinct prompts")
             used.add(prompt)
             session.append(Turn(prompt=prompt, max_new_tokens=max_new_tokens, domain=current))
-        out.append(Session(f"session-{s}", shift, tuple(session), carry_context))
-    return Workload(sessions=tuple(out), calibration=Session("calibration", 1, tuple(calib), carry_context),
+        out.append(ScriptedDialogue(f"session-{s}", shift, tuple(session), carry_context))
+    return Workload(sessions=tuple(out), calibration=ScriptedDialogue("calibration", 1, tuple(calib), carry_context),
                     excluded_prompts=n_excluded, available_prompts={d: len(p) for d, p in pools.items()})

@@ -50,8 +50,8 @@ def main() -> int:
     from memspec_ros.core.proposer import DraftProposer
     from memspec_ros.runtime.catalogue import Catalogue, load_zoo_manifest, zoo_fingerprint
     from memspec_ros.runtime.predictor_training import train_predictor
-    from memspec_ros.runtime.traces import SessionTrace, record_session
-    from memspec_ros.runtime.workload import multi_domain_sessions
+    from memspec_ros.runtime.traces import DialogueTrace, record_dialogue
+    from memspec_ros.runtime.workload import multi_domain_dialogues
     from training.corpora.build import corpus_path
     from training.corpora.split import read_jsonl
     from training.heldout import make_prompts
@@ -75,7 +75,7 @@ def main() -> int:
         docs = read_jsonl(corpus_path(domain, "train"))
         rng.shuffle(docs)
         prompts[domain] = make_prompts([d[:24_000] for d in docs[: args.docs_per_domain]], n=48)
-    sessions = multi_domain_sessions(prompts, sessions=args.sessions, turns=args.turns,
+    sessions = multi_domain_dialogues(prompts, sessions=args.sessions, turns=args.turns,
                                      max_new_tokens=args.max_new_tokens, seed=args.seed)
 
     def helper(turn):  # the domain's own draft makes the greedy run faster; output is the same
@@ -84,16 +84,16 @@ def main() -> int:
 
     fingerprint = zoo_fingerprint([manifest.target, *(s.path for s in catalogue)])
     args.trace_dir.mkdir(parents=True, exist_ok=True)
-    traces: list[SessionTrace] = []
+    traces: list[DialogueTrace] = []
     t0 = time.perf_counter()
     for i, turns in enumerate(sessions):
         path = args.trace_dir / f"train-{fingerprint}-{args.seed}-{i:03d}.npz"
         if path.exists():
-            tr = SessionTrace.load(path)
+            tr = DialogueTrace.load(path)
             if [t.prompt for t in tr.turns] == [t.prompt for t in turns] and set(tr.drafts) == set(catalogue.names):
                 traces.append(tr)
                 continue
-        tr = record_session(engine, drafts, turns, name=f"train-{i:03d}", helper=helper, k=args.k)
+        tr = record_dialogue(engine, drafts, turns, name=f"train-{i:03d}", helper=helper, k=args.k)
         tr.save(path)
         traces.append(tr)
         print(f"[trace] {i + 1}/{len(sessions)} {tr.generated_tokens} tokens "

@@ -7,15 +7,15 @@ Pieces, one concept per module: ``model_loading`` (safe local loading), ``sampli
 (streaming text), ``errors``.
 """
 
-from memspec_ros.core.engine import GenerationSession, SpeculativeEngine
+from memspec_ros.core.engine import DecodeState, SpeculativeEngine
 from memspec_ros.core.proposer import DraftProposer, Proposal
 from memspec_ros.core.sampling import GREEDY, SamplingParams
 from memspec_ros.core.stats import RoundStats
 
 __all__ = [
     "GREEDY",
+    "DecodeState",
     "DraftProposer",
-    "GenerationSession",
     "Proposal",
     "RoundStats",
     "SamplingParams",

@@ -1,7 +1,7 @@
-"""The speculative decoding engine: sessions that advance one round at a time.
+"""The speculative decoding engine: decoding states that advance one round at a time.
 
 The engine deliberately does *not* decide which draft to use or how many tokens to
-speculate: :meth:`GenerationSession.step` takes the proposer and k for every round. That
+speculate: :meth:`DecodeState.step` takes the proposer and k for every round. That
 keeps policy (the runtime layer's job: MemSpec, bandits, oracles) out of the mechanism and
 lets a scheduler switch drafts, or fall back to target-only steps while a draft is still
 loading, between any two rounds.
@@ -20,6 +20,7 @@ from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerB
 
 from memspec_ros.core.detokenizer import IncrementalDetokenizer
 from memspec_ros.core.errors import InvalidRequestError, VocabularyMismatchError
+from memspec_ros.core.finish_reason import FinishReason
 from memspec_ros.core.greedy_match import proposal_length
 from memspec_ros.core.proposer import DraftProposer, Proposal
 from memspec_ros.core.rejection_sampler import RejectionSampler
@@ -32,7 +33,7 @@ Prompt = str | Sequence[int]
 
 
 class SpeculativeEngine:
-    """A target model plus tokenizer; creates generation sessions.
+    """A target model plus tokenizer; opens decoding states (:class:`DecodeState`).
 
     Args:
         target: the model whose output distribution is reproduced exactly.
@@ -65,6 +66,17 @@ class SpeculativeEngine:
         self.max_context = int(max_context)
         self.sampler = sampler or RejectionSampler()
         self.eos_token_ids = _eos_ids(target, tokenizer)
+        self.special_prefix, self.special_suffix = _special_wrapping(tokenizer)
+
+    def opening(self, turn_ids: Sequence[int]) -> list[int]:
+        """``turn_ids`` (tokenised without special tokens) as the first turn of a dialogue.
+
+        Exactly ``encode(text)`` for the text ``turn_ids`` came from: the special tokens the
+        tokenizer adds around any text (e.g. a BOS) are learnt once at construction. This lets a
+        caller tokenise a prompt once, before it knows whether the prompt opens a dialogue or
+        continues one (a queued goal of a dialogue whose first turn has not run yet).
+        """
+        return [*self.special_prefix, *turn_ids, *self.special_suffix]
 
     # ------------------------------------------------------------------ prompts
     def encode(self, prompt: Prompt, *, add_special_tokens: bool = True) -> list[int]:
@@ -89,18 +101,18 @@ class SpeculativeEngine:
         total = used + new_prompt + max_new_tokens
         if total > self.max_context:
             raise InvalidRequestError(
-                f"request needs {total} positions ({used} already in the session + {new_prompt} "
+                f"request needs {total} positions ({used} already in the dialogue + {new_prompt} "
                 f"prompt + {max_new_tokens} new tokens) but the context window is {self.max_context}"
             )
 
     # ------------------------------------------------------------------ generation
     def start(
         self, prompt: Prompt, max_new_tokens: int, params: SamplingParams = GREEDY
-    ) -> GenerationSession:
-        """Open a session for ``prompt``; advance it with :meth:`GenerationSession.step`."""
+    ) -> DecodeState:
+        """Open a dialogue's decoding state for ``prompt``; advance it with :meth:`DecodeState.step`."""
         ids = self.encode(prompt)
         self.check_budget(0, len(ids), max_new_tokens)
-        return GenerationSession(self, ids, max_new_tokens, params)
+        return DecodeState(self, ids, max_new_tokens, params)
 
     def generate(
         self,
@@ -109,32 +121,32 @@ class SpeculativeEngine:
         k: int = 4,
         max_new_tokens: int = 64,
         params: SamplingParams = GREEDY,
-    ) -> GenerationSession:
-        """Run a whole generation with one fixed draft (or target-only); return the finished session."""
+    ) -> DecodeState:
+        """Run a whole generation with one fixed draft (or target-only); return the finished state."""
         return self.run_turn(None, prompt, max_new_tokens, draft, k, params)
 
     def run_turn(
         self,
-        session: GenerationSession | None,
+        state: DecodeState | None,
         prompt: Prompt,
         max_new_tokens: int,
         draft: DraftProposer | None = None,
         k: int = 4,
         params: SamplingParams | None = None,
-    ) -> GenerationSession:
+    ) -> DecodeState:
         """Decode the next dialogue turn to its end with one fixed draft (or target-only).
 
-        ``session=None`` opens the conversation; otherwise the turn continues ``session`` (its
-        cache kept, :meth:`GenerationSession.continue_with`). ``params=None`` means greedy for a
-        new conversation and the previous turn's settings for a continued one. Returns the session.
+        ``state=None`` opens the conversation; otherwise the turn continues ``state`` (its
+        cache kept, :meth:`DecodeState.continue_with`). ``params=None`` means greedy for a
+        new conversation and the previous turn's settings for a continued one. Returns the state.
         """
-        if session is None:
-            session = self.start(prompt, max_new_tokens, params or GREEDY)
+        if state is None:
+            state = self.start(prompt, max_new_tokens, params or GREEDY)
         else:
-            session.continue_with(prompt, max_new_tokens, params)
-        while not session.done:
-            session.step(draft, k)
-        return session
+            state.continue_with(prompt, max_new_tokens, params)
+        while not state.done:
+            state.step(draft, k)
+        return state
 
     @torch.inference_mode()
     def target_greedy(self, prompt: Prompt, max_new_tokens: int) -> list[int]:
@@ -158,13 +170,18 @@ class SpeculativeEngine:
         return out[0, len(ids) :].tolist()
 
 
-class GenerationSession:
-    """One conversation with the target: the committed tokens, the target cache, the outputs.
+class DecodeState:
+    """The engine's decoding state of one dialogue: committed tokens, the target cache, the outputs.
+
+    Once called a "session", like three other things in the project; the runtime's
+    ``Conversation`` holds one of these, the node's ``DialogueStore`` holds conversations (see
+    :mod:`memspec_ros.runtime.conversation`).
 
     Attributes:
         token_ids: every committed token of every turn (prompts and outputs).
         stats: one :class:`RoundStats` per round of the current turn.
-        finish_reason: ``"eos"``, ``"length"`` or ``None`` while running.
+        finish_reason: a :class:`FinishReason` (``EOS``, ``LENGTH``, or ``CANCELLED``/``ERROR``
+            set by the runtime), ``None`` while the turn runs.
         last_hidden_state: target's final-layer hidden state that produced the newest
             token (feature for the runtime's predictor); ``verified_hidden_states`` holds
             those of every token emitted by the last round.
@@ -187,7 +204,7 @@ class GenerationSession:
         self.max_new_tokens = max_new_tokens
         self.turn_start = len(self.token_ids)
         self.stats: list[RoundStats] = []
-        self.finish_reason: str | None = None
+        self.finish_reason: FinishReason | None = None
         self._detok = IncrementalDetokenizer(self.engine.tokenizer)
 
     # ------------------------------------------------------------------ state
@@ -224,7 +241,7 @@ class GenerationSession:
         Never emits past ``max_new_tokens``; stops at end-of-sequence.
         """
         if self.done:
-            raise InvalidRequestError("the session is finished; use continue_with() for a new turn")
+            raise InvalidRequestError("the turn is finished; use continue_with() for a new turn")
         k_problem = K.problem(k)
         if k_problem is not None:
             raise InvalidRequestError(k_problem)
@@ -250,7 +267,7 @@ class GenerationSession:
         for i, token in enumerate(emitted):
             if token in self.engine.eos_token_ids:
                 emitted = emitted[: i + 1]
-                self.finish_reason = "eos"
+                self.finish_reason = FinishReason.EOS
                 break
         # The cache now holds old tokens + last + proposals; keep it equal to committed[:-1].
         self.scorer.rollback(len(proposed) + 1 - len(emitted))
@@ -258,7 +275,7 @@ class GenerationSession:
         self.verified_hidden_states = scores.hidden[: len(emitted)]
         self.last_hidden_state = scores.hidden[len(emitted) - 1]
         if self.finish_reason is None and self.remaining <= 0:
-            self.finish_reason = "length"
+            self.finish_reason = FinishReason.LENGTH
         verify_seconds = time.perf_counter() - verify_start
 
         stats = RoundStats(
@@ -292,6 +309,23 @@ class GenerationSession:
             self.params = params
             self.generator = params.make_generator(self.engine.target.device)
         self._begin_turn(max_new_tokens)
+
+
+def _special_wrapping(tokenizer: PreTrainedTokenizerBase) -> tuple[list[int], list[int]]:
+    """The special tokens ``tokenizer`` puts before and after any text (e.g. ``([bos], [])``).
+
+    Read off one probe text: with and without special tokens, the plain ids appear once inside
+    the decorated ones. A tokenizer whose decoration does not look like that (none known) falls
+    back to its BOS token, which is what a sliding window restarted with before.
+    """
+    probe = "a"
+    plain = tokenizer(probe, add_special_tokens=False)["input_ids"]
+    full = tokenizer(probe, add_special_tokens=True)["input_ids"]
+    for i in range(len(full) - len(plain) + 1):
+        if plain and full[i: i + len(plain)] == plain:
+            return [int(t) for t in full[:i]], [int(t) for t in full[i + len(plain):]]
+    bos = tokenizer.bos_token_id
+    return ([] if bos is None else [int(bos)]), []
 
 
 def _eos_ids(target: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> frozenset[int]:

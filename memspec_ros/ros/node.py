@@ -5,16 +5,25 @@ slow and memory-hungry: a robot's bringup configures it (load), activates it (se
 cleans it up (free) deliberately, and sees a failed configure as a transition result with
 a reason instead of a crashed process.
 
+The node translates between ROS and :class:`DraftRuntime` and does nothing else: admission
+(tokenising a prompt once, checking the context window), sliding a long dialogue, hint scoping,
+text deltas and why a turn ended (:class:`FinishReason`) all come from the runtime.
+
 Threads and callback groups (all on one MultiThreadedExecutor):
 
 * ``_action_group`` (reentrant): goal, cancel and execute callbacks. A generation runs in
   its execute callback, one round at a time.
-* ``_scheduler_group``: prediction and prefetch/eviction (``DraftRuntime.tick``). The
-  decoding loop only *triggers a guard condition* every ``check_interval`` rounds; the
-  tick runs here, in another thread, so it never runs inside the generation loop and a
-  slow tick never delays a round.
+* ``_prediction_group``: prediction (``DraftRuntime.plan``: the forecast and the wanted working
+  set). The decoding loop only *triggers a guard condition* every ``check_interval`` rounds
+  (a context hint triggers it too); the forecast runs here, in another thread, so a slow one
+  never delays a round.
+* ``_prefetch_group``: prefetch (``DraftRuntime.apply``: loads, evictions, cancellations). Runs
+  after every new plan, and whenever a load finishes or fails or an eviction frees memory, so a
+  finished load starts the next one without waiting for the next forecast.
 * ``_publish_group``: residency, acceptance statistics and diagnostics publishers.
 * The default group: lifecycle and parameter services, the context-hint subscription.
+
+/diagnostics reports the prediction and prefetch callbacks' time per call and calls per second.
 
 Every callback handed to rclpy is wrapped by :func:`survive`: an exception in one is logged
 and answered with a safe fallback instead of escaping ``spin()`` and ending the process.
@@ -40,8 +49,10 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from rclpy.parameter import Parameter
 from std_msgs.msg import String
 
-from memspec_ros.core.errors import InvalidRequestError
+from memspec_ros.core.finish_reason import FinishReason
 from memspec_ros.ros.callback_guard import survive
+from memspec_ros.ros.callback_meter import CallbackMeter
+from memspec_ros.ros.dialogue_store import DialogueStore
 from memspec_ros.ros.echo import echo
 from memspec_ros.ros.goal_validation import GoalLimits, goal_problem, sampling_params
 from memspec_ros.ros.messages import acceptance_msg, diagnostics_msg, residency_msg
@@ -55,9 +66,11 @@ from memspec_ros.ros.parameters import (
 )
 from memspec_ros.ros.qos import FEEDBACK_QOS, GOAL_SERVICE_QOS, REJECTIONS_QOS, RESIDENCY_QOS
 from memspec_ros.ros.runtime_builder import build_policy, build_runtime
-from memspec_ros.ros.sessions import SessionStore
 from memspec_ros.runtime.policies import Policy
-from memspec_ros.runtime.runtime import Conversation, DraftRuntime, GenerationReport
+from memspec_ros.runtime.residency import DraftState, ResidencyEvent
+from memspec_ros.runtime.runtime import DraftRuntime, GenerationReport
+from memspec_ros.runtime.turn_progress import TurnProgress
+from memspec_ros.runtime.turns import TurnRequest
 
 NODE_NAME = "memspec"
 RESULT_DELIVERY_WAIT_S = 2.0
@@ -82,15 +95,19 @@ class MemSpecNode(LifecycleNode):
         self._idle = threading.Event()
         self._idle.set()
         self._stop_reason: str | None = None
-        self._topic_hint: str | None = None
+        self._admitted: dict[int, TurnRequest] = {}
+        """Admitted turns by ``id()`` of their goal message, from the goal check to execution
+        (messages are unhashable; the goal handle keeps the message alive meanwhile)."""
         self._pending_changes: dict[str, Any] = {}
         self._pending_policy: Policy | None = None
         self._counters = {"goals": 0, "rejected": 0, "failed": 0}
         self._entities: list[Any] = []
-        self.sessions = SessionStore(16)
+        self.dialogues = DialogueStore(16)
         self._action_group = ReentrantCallbackGroup()
-        self._scheduler_group = MutuallyExclusiveCallbackGroup()
+        self._prediction_group = MutuallyExclusiveCallbackGroup()
+        self._prefetch_group = MutuallyExclusiveCallbackGroup()
         self._publish_group = MutuallyExclusiveCallbackGroup()
+        self._meters = {"prediction": CallbackMeter(), "prefetch": CallbackMeter()}
         self.add_on_set_parameters_callback(self._guard(
             self._on_set_parameters, "parameter change",
             lambda exc: SetParametersResult(successful=False, reason=f"refused: {type(exc).__name__}: {exc}")))
@@ -121,14 +138,14 @@ class MemSpecNode(LifecycleNode):
             gc.collect()
             return TransitionCallbackReturn.FAILURE
         self.config, self.runtime, self.unusable_drafts = config, built.runtime, built.unusable
-        self.sessions = SessionStore(
+        self.dialogues = DialogueStore(
             config["max_sessions"], budget_bytes=config["session_budget_bytes"],
             idle_timeout_s=config["session_idle_timeout_s"],
             on_drop=lambda sid, why: self.get_logger().info(f"session {echo(sid)} dropped: {why}"))
         try:
             self._create_ros_entities(config)
-            self.runtime.add_residency_listener(lambda _event: self._residency_gc.trigger())
-            self.runtime.on_check_due = self._check_gc.trigger
+            self.runtime.add_residency_listener(self._on_residency_change)
+            self.runtime.on_check_due = self._prediction_gc.trigger
             resident = self.runtime.warm_up(timeout=config["load_timeout_s"])
             self._publish_residency()
         except Exception as exc:
@@ -194,6 +211,7 @@ class MemSpecNode(LifecycleNode):
     def _create_ros_entities(self, config: NodeConfig) -> None:
         """Publishers, action server, subscription, timers and guard conditions of a configured node."""
         self._action_name = self.resolve_topic_name("~/generate")
+        self._meters = {"prediction": CallbackMeter(), "prefetch": CallbackMeter()}  # per configuration
         # Lifecycle publishers: they publish only while the node is active (the lifecycle
         # base class activates them). /diagnostics stays a plain publisher: an operator needs
         # to see an inactive node's state too.
@@ -206,7 +224,10 @@ class MemSpecNode(LifecycleNode):
                                                   10)
         self._residency_gc = self.create_guard_condition(g(self._publish_residency, "residency publish"),
                                                          self._publish_group)
-        self._check_gc = self.create_guard_condition(g(self._on_check_due, "scheduling tick"), self._scheduler_group)
+        self._prediction_gc = self.create_guard_condition(
+            g(self._meters["prediction"].timed(self._on_prediction_due), "prediction"), self._prediction_group)
+        self._prefetch_gc = self.create_guard_condition(
+            g(self._meters["prefetch"].timed(self._on_prefetch_due), "prefetch"), self._prefetch_group)
         self._timers = [
             self.create_timer(config["residency_period_s"], g(self._publish_residency, "residency publish"),
                               self._publish_group),
@@ -238,7 +259,8 @@ class MemSpecNode(LifecycleNode):
             self.destroy_timer(timer)
         self._timers = []
         self.destroy_guard_condition(self._residency_gc)
-        self.destroy_guard_condition(self._check_gc)
+        self.destroy_guard_condition(self._prediction_gc)
+        self.destroy_guard_condition(self._prefetch_gc)
         self.destroy_subscription(self._hint_sub)
         for pub in (self._residency_pub, self._stats_pub, self._reject_pub):
             self.destroy_lifecycle_publisher(pub)
@@ -265,7 +287,9 @@ class MemSpecNode(LifecycleNode):
         self.runtime = None
         self.config = None
         self.unusable_drafts = {}
-        self.sessions.clear()
+        self.dialogues.clear()
+        with self._lock:
+            self._admitted.clear()
         gc.collect()
 
     # ------------------------------------------------------------------ goals
@@ -280,9 +304,9 @@ class MemSpecNode(LifecycleNode):
         """Validate a goal before accepting it; every rejection carries a reason.
 
         Order matters under a flood: cheap field checks, then the busy check (a slot is
-        reserved), and only then tokenisation, so a burst of maximal prompts costs one
-        tokenisation per free slot, not one per goal. Session ownership is checked last,
-        because claiming a session is what an accepted goal keeps.
+        reserved), and only then admission (the one tokenisation of the prompt), so a burst of
+        maximal prompts costs one tokenisation per free slot, not one per goal. Session
+        ownership is checked last, because claiming a session is what an accepted goal keeps.
         """
         runtime, config = self.runtime, self.config
         if not self._active or runtime is None or config is None:
@@ -303,30 +327,19 @@ class MemSpecNode(LifecycleNode):
             self._inflight += 1
             self._idle.clear()
         try:
-            problem = self._fit_problem(goal, runtime)
+            admission = runtime.admit(goal.prompt, int(goal.max_new_tokens))
+            problem = admission.problem
             if problem is None and goal.session_id:
-                problem = self.sessions.claim(goal.session_id, goal.session_token).problem
+                problem = self.dialogues.claim(goal.session_id, goal.session_token).problem
         except Exception:
             self._unreserve()
             raise
         if problem:
             self._unreserve()
             return self._reject(problem)
+        with self._lock:
+            self._admitted[id(goal)] = admission.request
         return GoalResponse.ACCEPT
-
-    @staticmethod
-    def _fit_problem(goal: Generate.Goal, runtime: DraftRuntime) -> str | None:
-        """Why the new turn alone cannot fit the context window, or None.
-
-        A session that would overflow is compacted at execution (oldest turns dropped), so
-        only the new turn itself has to fit.
-        """
-        engine = runtime.engine
-        try:
-            engine.check_budget(0, len(engine.encode(goal.prompt)), goal.max_new_tokens)
-        except InvalidRequestError as exc:
-            return f"{exc}: shorten the prompt or ask for fewer tokens"
-        return None
 
     def _unreserve(self) -> None:
         """Give back the slot ``_on_goal`` reserved for a goal it then rejected."""
@@ -350,8 +363,9 @@ class MemSpecNode(LifecycleNode):
     def _finish_goal(self, goal_handle: ServerGoalHandle) -> None:
         """Bookkeeping after a goal ends; start the next queued goal, if any."""
         if goal_handle.request.session_id:
-            self.sessions.release(goal_handle.request.session_id)
+            self.dialogues.release(goal_handle.request.session_id)
         with self._lock:
+            self._admitted.pop(id(goal_handle.request), None)
             self._inflight -= 1
             self._running = self._queue.popleft() if self._queue else None
             nxt = self._running
@@ -407,9 +421,9 @@ class MemSpecNode(LifecycleNode):
     def _session_result(self, goal_handle: ServerGoalHandle, result: Generate.Result) -> Generate.Result:
         """``result`` with the goal's session token (the client needs it for its next turn)."""
         sid = goal_handle.request.session_id
-        session = self.sessions.get(sid) if sid else None
-        if session is not None:
-            result.session_token = session.token
+        kept = self.dialogues.get(sid) if sid else None
+        if kept is not None:
+            result.session_token = kept.token
         return result
 
     def _generate(self, goal_handle: ServerGoalHandle) -> Generate.Result:
@@ -422,96 +436,49 @@ class MemSpecNode(LifecycleNode):
         if goal_handle.is_cancel_requested:
             self._terminate(goal_handle, "canceled")
             return self._session_result(goal_handle, Generate.Result(message="cancelled before it started"))
+        with self._lock:
+            request = self._admitted.pop(id(goal), None)
+        if request is None:  # accepted by an earlier configuration of the node (cleaned up since)
+            self._terminate(goal_handle, "abort")
+            return self._session_result(goal_handle, Generate.Result(
+                message="aborted: the node was reconfigured after this goal was accepted; send it again"))
         self._apply_pending_changes()
         self._counters["goals"] += 1
-        params = sampling_params(goal)  # validated by the goal check: the same rule
-        session = self.sessions.get(goal.session_id) if goal.session_id else None
-        if goal.session_id and session is None:
+        kept = self.dialogues.get(goal.session_id) if goal.session_id else None
+        if goal.session_id and kept is None:
             self._terminate(goal_handle, "abort")
             return Generate.Result(message=f"aborted: session {echo(goal.session_id)} was dropped (node cleaned up)")
-        conversation = session.conversation if session is not None else runtime.new_conversation()
-        checkpoint = conversation.checkpoint()
-        try:
-            runtime.set_hint(goal.domain_hint or self._topic_hint)
-            return self._run_turn(goal_handle, runtime, conversation, params)
-        except BaseException:
-            conversation.restore(checkpoint)  # a compacted session gets its full history back too
-            raise
-        finally:
-            runtime.set_hint(self._topic_hint)
+        conversation = kept.conversation if kept is not None else runtime.new_conversation()
 
-    def _run_turn(self, goal_handle: ServerGoalHandle, runtime: DraftRuntime, conversation: Conversation,
-                  params: Any) -> Generate.Result:
-        goal: Generate.Goal = goal_handle.request
-        prompt = self._fit_session(goal, conversation)
-        every = self.config["feedback_every_rounds"]
-        progress = {"rounds": 0, "proposed": 0, "accepted": 0}
+        def publish(progress: TurnProgress) -> None:
+            if goal_handle.is_active:  # not aborted by a deactivate timeout
+                goal_handle.publish_feedback(Generate.Feedback(
+                    delta=progress.delta, tokens_so_far=progress.tokens, active_draft=progress.draft or "",
+                    acceptance_rate=progress.acceptance_rate))
 
-        def on_round(stats, session) -> None:
-            progress["rounds"] += 1
-            progress["proposed"] += stats.proposed
-            progress["accepted"] += stats.accepted
-            if progress["rounds"] % every == 0 or session.done:
-                self._send_feedback(goal_handle, session.new_text(), len(session.output_ids),
-                                    stats.draft_name, progress)
-
-        def should_stop() -> bool:
-            return goal_handle.is_cancel_requested or self._stop_reason is not None
-
-        report = runtime.generate(prompt, int(goal.max_new_tokens), params,
-                                  conversation=conversation, on_round=on_round, should_stop=should_stop)
-        if conversation.session is not None:
-            tail = conversation.session.new_text()
-            if tail:
-                self._send_feedback(goal_handle, tail, report.tokens, None, progress)
-        result = self._session_result(goal_handle, self._result(report))
-        if report.finish_reason == "cancelled":
+        def stop() -> FinishReason | None:
             if goal_handle.is_cancel_requested:
-                result.message = f"cancelled by the client after {report.tokens} tokens"
-                self._terminate(goal_handle, "canceled")
-            else:
-                result.message = f"{self._stop_reason} (after {report.tokens} tokens)"
-                self._terminate(goal_handle, "abort")
-            return result
-        result.message = f"ok ({report.finish_reason})"
-        self._terminate(goal_handle, "succeed")
+                return FinishReason.CANCELLED
+            return FinishReason.STOPPED if self._stop_reason is not None else None
+
+        with runtime.hint_scope(goal.domain_hint or None):
+            report = runtime.run_turn(request, sampling_params(goal), conversation=conversation,
+                                      on_progress=publish, progress_every=self.config["feedback_every_rounds"],
+                                      should_stop=stop)
+        if report.kept_tokens is not None:
+            self.get_logger().info(f"session {echo(goal.session_id)} reached the context window: "
+                                   f"continuing from its last {report.kept_tokens} tokens")
+        result = self._session_result(goal_handle, self._result(report))
+        if report.finish_reason == FinishReason.CANCELLED:
+            result.message = f"cancelled by the client after {report.tokens} tokens"
+            self._terminate(goal_handle, "canceled")
+        elif report.finish_reason == FinishReason.STOPPED:
+            result.message = f"{self._stop_reason} (after {report.tokens} tokens)"
+            self._terminate(goal_handle, "abort")
+        else:
+            result.message = f"ok ({report.finish_reason})"
+            self._terminate(goal_handle, "succeed")
         return result
-
-    def _fit_session(self, goal: Generate.Goal, conversation: Conversation) -> str | list[int]:
-        """The prompt to run; compacts a session whose context would overflow.
-
-        A long robot dialogue outgrows the context window; instead of refusing the next
-        turn, the session restarts from its most recent tokens (at most half the window)
-        followed by the new turn, the usual sliding-window behaviour of chat front ends.
-        """
-        session = conversation.session
-        engine = self.runtime.engine
-        new_ids = engine.encode(goal.prompt, add_special_tokens=False)
-        needed = len(new_ids) + int(goal.max_new_tokens)
-        if session is None or len(session.token_ids) + needed <= engine.max_context:
-            return goal.prompt
-        bos = [] if engine.tokenizer.bos_token_id is None else [int(engine.tokenizer.bos_token_id)]
-        keep = max(0, min(engine.max_context // 2, engine.max_context - needed - len(bos)))
-        conversation.session = None
-        conversation.turns = 0
-        self.get_logger().info(
-            f"session {echo(goal.session_id)} reached the context window: continuing from its last {keep} tokens"
-        )
-        if not keep:
-            return goal.prompt
-        return [*bos, *session.token_ids[-keep:], *new_ids]
-
-    def _send_feedback(self, goal_handle: ServerGoalHandle, delta: str, tokens: int, draft: str | None,
-                       progress: dict[str, int]) -> None:
-        if not delta or not goal_handle.is_active:  # aborted by a deactivate timeout
-            return
-        fb = Generate.Feedback(
-            delta=delta,
-            tokens_so_far=tokens,
-            active_draft=draft or "",
-            acceptance_rate=progress["accepted"] / progress["proposed"] if progress["proposed"] else 0.0,
-        )
-        goal_handle.publish_feedback(fb)
 
     @staticmethod
     def _result(report: GenerationReport) -> Generate.Result:
@@ -527,15 +494,31 @@ class MemSpecNode(LifecycleNode):
         )
 
     # ------------------------------------------------------------------ scheduling
-    def _on_check_due(self) -> None:
-        """Prediction + prefetch/eviction, in the scheduler's own callback group."""
+    def _on_prediction_due(self) -> None:
+        """Prediction (its own callback group): a new forecast and plan, then prefetch applies it."""
         runtime = self.runtime
         if runtime is None:
             return
-        try:
-            runtime.tick()
-        except Exception as exc:
-            self.get_logger().error(f"scheduling tick failed: {type(exc).__name__}: {exc}")
+        runtime.plan()
+        self._prefetch_gc.trigger()
+
+    def _on_prefetch_due(self) -> None:
+        """Prefetch (its own callback group): carry out the latest plan."""
+        runtime = self.runtime
+        if runtime is not None:
+            runtime.apply()
+
+    def _on_residency_change(self, event: ResidencyEvent) -> None:
+        """Pool listener (runs under the pool's lock: only triggers guard conditions).
+
+        A load that ended (done, failed or cancelled) or an eviction that freed memory may let
+        the next wanted load start: prefetch runs again, with no new forecast needed.
+        """
+        self._residency_gc.trigger()
+        ended_load = event.previous == DraftState.LOADING and event.current != DraftState.LOADING
+        freed = event.previous == DraftState.EVICTING and event.current == DraftState.ON_STORAGE
+        if ended_load or freed:
+            self._prefetch_gc.trigger()
 
     def _on_context_hint(self, msg: String) -> None:
         """A planner's hint about the coming domain: bias the predictor and re-plan now.
@@ -547,19 +530,15 @@ class MemSpecNode(LifecycleNode):
         if runtime is None:
             return
         domain = msg.data.strip() or None
-        if domain == self._topic_hint:
+        if domain == runtime.hint:
             return
-        known = set(runtime.catalogue.domains) | set(runtime.catalogue.names)
-        if domain is not None and domain not in known:
-            self.get_logger().warning(
-                f"context_hint {echo(domain)} ignored: not a draft domain; "
-                f"known: {sorted(set(runtime.catalogue.domains))}",
-                throttle_duration_sec=1.0)
+        problem = runtime.hint_problem(domain)
+        if problem is not None:
+            self.get_logger().warning(f"context_hint {echo(domain)} ignored: {problem}", throttle_duration_sec=1.0)
             return
         runtime.set_hint(domain)
-        self._topic_hint = domain
         self.get_logger().info(f"context hint: {domain or '(cleared)'}")
-        self._check_gc.trigger()
+        self._prediction_gc.trigger()
 
     # ------------------------------------------------------------------ publishing
     def _publish_residency(self) -> None:
@@ -578,7 +557,7 @@ class MemSpecNode(LifecycleNode):
         runtime, config = self.runtime, self.config
         if runtime is None or config is None:
             return
-        self.sessions.expire()  # idle sessions go even when no goal arrives
+        self.dialogues.expire()  # idle sessions go even when no goal arrives
         st = runtime.statistics()
         snap = runtime.pool.snapshot()
         level, summary = DiagnosticStatus.OK, "serving" if self._active else "inactive"
@@ -603,11 +582,16 @@ class MemSpecNode(LifecycleNode):
             "tokens": st.tokens,
             "goals_rejected": self._counters["rejected"],
             "goals_failed": self._counters["failed"],
-            "sessions": len(self.sessions),
-            "session_kv_bytes": self.sessions.kv_bytes(),
+            "sessions": len(self.dialogues),
+            "session_kv_bytes": self.dialogues.kv_bytes(),
             "load_to_round_ratio": f"{ratio:.2f}" if ratio is not None else "n/a",
             "predictor_fraction_of_decode": f"{st.predictor_fraction:.4f}",
         }
+        for name, meter in self._meters.items():
+            reading = meter.reading()
+            values[f"{name}_calls"] = reading.calls
+            values[f"{name}_ms_per_call"] = f"{reading.mean_s * 1e3:.3f}"
+            values[f"{name}_calls_per_s"] = f"{reading.calls_per_s:.2f}"
         self._diag_pub.publish(diagnostics_msg(self.get_clock().now().to_msg(), self.get_name(), level, summary,
                                                values))
 

@@ -8,6 +8,8 @@ ties them to the core engine; and the trace-driven :class:`Simulator` that runs 
 code on a virtual clock. See ``docs/runtime.md``.
 """
 
+from memspec_ros.core.finish_reason import FinishReason
+
 from .acceptance import AcceptanceSummary, AcceptanceTracker, DraftAcceptance, RoundRecord
 from .catalogue import (
     Budget,
@@ -19,6 +21,7 @@ from .catalogue import (
     zoo_fingerprint,
 )
 from .context import ContextFeatures, ContextTracker
+from .conversation import Conversation
 from .cost_model import CostModel, calibrate_overheads, measure_cost_model
 from .loader import BackgroundLoader, LoadRecord, LoadTicket
 from .policies import ADAPTIVE_BASELINES, POLICY_NAMES, Policy, make_policy
@@ -26,7 +29,6 @@ from .pool import BudgetExceeded, DraftPool, InvalidTransition, PoolError, PoolI
 from .predictor import DraftPredictor
 from .residency import DraftState, DraftStatus, ResidencyEvent, ResidencySnapshot
 from .runtime import (
-    Conversation,
     DraftRuntime,
     GenerationReport,
     RoundEvent,
@@ -38,17 +40,65 @@ from .runtime import (
 from .scheduler import Scheduler
 from .simulator import SimulationResult, Simulator
 from .storage import StorageModel
-from .traces import SessionTrace, Turn, TurnTrace, record_session
+from .traces import DialogueTrace, Turn, TurnTrace, record_dialogue
+from .turn_progress import TurnProgress
+from .turns import Admission, TurnRequest
 from .virtual_time import VirtualClock, VirtualLoader
 
 __all__ = [
-    "ADAPTIVE_BASELINES", "POLICY_NAMES", "AcceptanceSummary", "AcceptanceTracker", "BackgroundLoader", "Budget",
-    "BudgetExceeded", "Catalogue", "CatalogueError", "ContextFeatures", "ContextTracker", "Conversation",
-    "CostModel", "DraftAcceptance", "DraftPool", "DraftPredictor", "DraftRuntime", "DraftSpec", "DraftState",
-    "DraftStatus", "GenerationReport", "InvalidTransition", "LoadRecord", "LoadTicket", "Policy", "PoolError",
-    "PoolInvariantError", "ResidencyEvent", "ResidencySnapshot", "RoundEvent", "RoundRecord", "RuntimeConfig",
-    "RuntimeStats", "Scheduler", "SessionTrace", "SimulationResult", "Simulator", "StorageModel", "Turn",
-    "TurnTrace", "VirtualClock", "VirtualLoader", "ZooManifest", "calibrate_overheads", "check_catalogue_vocab",
-    "load_zoo_manifest", "make_materializer", "make_policy", "measure_cost_model", "record_session",
+    "ADAPTIVE_BASELINES",
+    "POLICY_NAMES",
+    "AcceptanceSummary",
+    "AcceptanceTracker",
+    "Admission",
+    "BackgroundLoader",
+    "Budget",
+    "BudgetExceeded",
+    "Catalogue",
+    "CatalogueError",
+    "ContextFeatures",
+    "ContextTracker",
+    "Conversation",
+    "CostModel",
+    "DialogueTrace",
+    "DraftAcceptance",
+    "DraftPool",
+    "DraftPredictor",
+    "DraftRuntime",
+    "DraftSpec",
+    "DraftState",
+    "DraftStatus",
+    "FinishReason",
+    "GenerationReport",
+    "InvalidTransition",
+    "LoadRecord",
+    "LoadTicket",
+    "Policy",
+    "PoolError",
+    "PoolInvariantError",
+    "ResidencyEvent",
+    "ResidencySnapshot",
+    "RoundEvent",
+    "RoundRecord",
+    "RuntimeConfig",
+    "RuntimeStats",
+    "Scheduler",
+    "SimulationResult",
+    "Simulator",
+    "StorageModel",
+    "Turn",
+    "TurnProgress",
+    "TurnRequest",
+    "TurnTrace",
+    "VirtualClock",
+    "VirtualLoader",
+    "ZooManifest",
+    "calibrate_overheads",
+    "check_catalogue_vocab",
+    "load_zoo_manifest",
+    "make_materializer",
+    "make_policy",
+    "measure_cost_model",
+    "record_dialogue",
     "zoo_fingerprint",
 ]

@@ -6,7 +6,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from memspec_ros.core.engine import GenerationSession, Prompt, SpeculativeEngine
+from memspec_ros.core.engine import DecodeState, Prompt, SpeculativeEngine
+from memspec_ros.core.finish_reason import FinishReason
 from memspec_ros.core.greedy_match import accepted_prefix
 from memspec_ros.core.sampling import GREEDY, SamplingParams
 
@@ -17,11 +18,11 @@ from .round_execution import RoundOutcome
 
 
 class EngineTurn:
-    """One turn of a real :class:`GenerationSession`."""
+    """One turn of a real :class:`DecodeState`."""
 
-    def __init__(self, session: GenerationSession, prompt_ids: list[int], turn_index: int, pool: DraftPool,
+    def __init__(self, state: DecodeState, prompt_ids: list[int], turn_index: int, pool: DraftPool,
                  clock: Callable[[], float]) -> None:
-        self.session = session
+        self.state = state
         self.prompt_ids = prompt_ids
         self.turn_index = turn_index
         self._pool = pool
@@ -29,19 +30,19 @@ class EngineTurn:
 
     @property
     def done(self) -> bool:
-        return self.session.done
+        return self.state.done
 
     @property
     def remaining(self) -> int:
-        return self.session.remaining
+        return self.state.remaining
 
     def run(self, draft: str | None, handle: Any, k: int, counterfactual: bool) -> RoundOutcome:
         """One engine round; with ``counterfactual``, score every other resident draft on it."""
-        session = self.session
-        ctx_before = list(session.token_ids) if counterfactual else None
-        stats = session.step(handle, k)
-        emitted = session.token_ids[len(session.token_ids) - stats.emitted:]
-        hidden = session.verified_hidden_states
+        state = self.state
+        ctx_before = list(state.token_ids) if counterfactual else None
+        stats = state.step(handle, k)
+        emitted = state.token_ids[len(state.token_ids) - stats.emitted:]
+        hidden = state.verified_hidden_states
         cf, cf_s = None, 0.0
         if ctx_before is not None and stats.proposed > 0:
             t0 = self._clock()
@@ -54,13 +55,13 @@ class EngineTurn:
                             catchup_tokens=stats.catchup_tokens, counterfactual=cf, counterfactual_s=cf_s,
                             stats=stats)
 
-    def finish(self, cancelled: bool) -> tuple[list[int], str, str]:
-        session = self.session
-        reason = "cancelled" if cancelled else (session.finish_reason or "length")
-        if cancelled:
-            # A cancelled turn leaves the session mid-turn; close it so the dialogue can go on.
-            session.finish_reason = "cancelled"
-        return list(session.output_ids), session.text(), reason
+    def finish(self, stopped: FinishReason | None) -> tuple[list[int], str, FinishReason]:
+        state = self.state
+        reason = stopped or state.finish_reason or FinishReason.LENGTH
+        if stopped is not None:
+            # A stopped turn leaves the dialogue mid-turn; close it so the dialogue can go on.
+            state.finish_reason = stopped
+        return list(state.output_ids), state.text(), reason
 
     def _counterfactual(self, ctx_before: list[int], emitted: list[int], k_round: int,
                         ran: str | None) -> dict[str, int]:
@@ -94,21 +95,21 @@ class EngineRounds:
 
     def begin_turn(self, prompt: Prompt, max_new_tokens: int, params: SamplingParams, conversation: Any
                    ) -> EngineTurn:
-        """Prefill: start the conversation's session, or continue it with a new prompt."""
+        """Prefill: open the conversation's decoding state, or continue it with a new prompt."""
         assert self._pool is not None, "bind() first"
-        if conversation.session is None:
-            session = self.engine.start(prompt, max_new_tokens, params)
-            conversation.session = session
-            prompt_ids = list(session.token_ids)
+        if conversation.state is None:
+            state = self.engine.start(prompt, max_new_tokens, params)
+            conversation.state = state
+            prompt_ids = list(state.token_ids)
             turn_index = 0
         else:
-            session = conversation.session
-            before = len(session.token_ids)
-            session.continue_with(prompt, max_new_tokens, params)
-            prompt_ids = session.token_ids[before:]
+            state = conversation.state
+            before = len(state.token_ids)
+            state.continue_with(prompt, max_new_tokens, params)
+            prompt_ids = state.token_ids[before:]
             turn_index = conversation.turns
         conversation.turns += 1
-        return EngineTurn(session, prompt_ids, turn_index, self._pool, self._clock)
+        return EngineTurn(state, prompt_ids, turn_index, self._pool, self._clock)
 
     STOP_POLL_S = 0.05
     """How often a stalled round checks ``should_stop`` while it waits for a load."""

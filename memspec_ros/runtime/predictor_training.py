@@ -25,7 +25,7 @@ from memspec_ros.core.greedy_match import greedy_rounds
 
 from .context import ContextTracker
 from .predictor import TOKEN_BUCKETS, DraftPredictor, feature_vector
-from .traces import SessionTrace
+from .traces import DialogueTrace
 
 
 def segment_rate(match: np.ndarray, pos: int, k: int, horizon: int, max_new: int) -> float:
@@ -34,7 +34,7 @@ def segment_rate(match: np.ndarray, pos: int, k: int, horizon: int, max_new: int
     return acc / prop if prop else 0.0
 
 
-def examples_from_trace(trace: SessionTrace, draft_names: Sequence[str], hidden_size: int, *, k: int = 4,
+def examples_from_trace(trace: DialogueTrace, draft_names: Sequence[str], hidden_size: int, *, k: int = 4,
                         horizon: int = 24, stride: int = 2, min_left: int = 6,
                         buckets: int = TOKEN_BUCKETS) -> tuple[np.ndarray, np.ndarray]:
     """Feature matrix ``[N, D]`` and label matrix ``[N, M]`` from one session."""
@@ -117,8 +117,8 @@ def evaluate(predictor: DraftPredictor, x: np.ndarray, y: np.ndarray) -> FitMetr
                       mae=float(np.abs(p - y).mean()), best_single_regret=float((best - y[:, fixed]).mean()))
 
 
-def train_predictor(train: Sequence[SessionTrace], draft_names: Sequence[str], hidden_size: int, *,
-                    validation: Sequence[SessionTrace] = (), k: int = 4, horizon: int = 24, stride: int = 2,
+def train_predictor(train: Sequence[DialogueTrace], draft_names: Sequence[str], hidden_size: int, *,
+                    validation: Sequence[DialogueTrace] = (), k: int = 4, horizon: int = 24, stride: int = 2,
                     l2: float = 1e-2, epochs: int = 300, seed: int = 0,
                     meta: dict | None = None) -> tuple[DraftPredictor, dict[str, FitMetrics]]:
     """Fit a predictor on ``train`` traces; report metrics on train and ``validation``."""

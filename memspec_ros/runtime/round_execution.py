@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from memspec_ros.core.finish_reason import FinishReason
 from memspec_ros.core.sampling import SamplingParams
 from memspec_ros.core.stats import RoundStats
 
@@ -56,8 +57,9 @@ class TurnRounds(Protocol):
     prompt_ids: list[int]
     """Tokens the turn's prompt added to the dialogue."""
     turn_index: int
-    session: Any
-    """What ``on_round`` receives as its second argument (the engine's session; ``None`` in replay)."""
+    state: Any
+    """What ``on_round`` receives as its second argument (the engine's :class:`DecodeState`;
+    ``None`` in replay, which has tokens but no text)."""
 
     @property
     def done(self) -> bool: ...
@@ -69,8 +71,8 @@ class TurnRounds(Protocol):
         """Run one round with ``draft`` (its pool handle) proposing up to ``k`` tokens."""
         ...
 
-    def finish(self, cancelled: bool) -> tuple[list[int], str, str]:
-        """``(output_ids, text, finish_reason)`` of the turn."""
+    def finish(self, stopped: FinishReason | None) -> tuple[list[int], str, FinishReason]:
+        """``(output_ids, text, finish_reason)`` of the turn; ``stopped``: why it was cut short."""
         ...
 
 

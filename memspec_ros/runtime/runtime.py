@@ -3,10 +3,16 @@
 This is the library API that benchmarks and the ROS node use. :meth:`DraftRuntime.generate`
 runs one dialogue turn round by round: the policy picks the draft for each round (waiting for a
 load only if the policy says so, and timing that wait as *stall*), the engine runs the round,
-and the outcome feeds the shared statistics, the context tracker and the policy. Scheduling
-(:meth:`DraftRuntime.tick`) runs either inline every ``check_interval`` rounds (library use,
-benchmarks, the simulator's reference) or externally: the decoding loop only signals that a
-check is due and the node calls :meth:`tick` from its own executor callback, in another thread.
+and the outcome feeds the shared statistics, the context tracker and the policy. Scheduling runs
+either inline every ``check_interval`` rounds (:meth:`DraftRuntime.tick`: library use,
+benchmarks, the simulator) or externally: the decoding loop only signals that a check is due and
+the node runs prediction (:meth:`DraftRuntime.plan`) and prefetch (:meth:`DraftRuntime.apply`)
+in its own executor callbacks, in other threads.
+
+Everything a server needs between a request and the round loop is here too, so the node only
+translates: :meth:`DraftRuntime.admit` (tokenise once, check the window), sliding a long
+dialogue (in :meth:`generate`, undone with the turn if it fails), :meth:`DraftRuntime.hint_scope`,
+text deltas (``on_progress``) and a :class:`FinishReason` that tells a cancel from a stop.
 """
 
 from __future__ import annotations
@@ -15,13 +21,15 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
 
-from memspec_ros.core.engine import GenerationSession, Prompt, SpeculativeEngine
+from memspec_ros.core.engine import DecodeState, Prompt, SpeculativeEngine
+from memspec_ros.core.finish_reason import FinishReason
 from memspec_ros.core.model_loading import (
     build_empty_model,
     check_vocab_compatible,
@@ -37,6 +45,7 @@ from memspec_ros.knobs import CHECK_INTERVAL, LOAD_TIMEOUT_S, K
 from .acceptance import AcceptanceTracker, RoundRecord
 from .catalogue import Budget, Catalogue, DraftSpec
 from .context import ContextTracker
+from .conversation import Conversation
 from .engine_rounds import EngineRounds
 from .loader import BackgroundLoader, Loader, LoadRecord, Materializer
 from .policies.base import Decision, Policy, PolicyView, RoundFeedback, SchedulePlan
@@ -45,6 +54,8 @@ from .residency import DraftState, ResidencyEvent
 from .round_execution import RoundExecutor
 from .scheduler import Scheduler
 from .storage import StorageModel
+from .turn_progress import TextStream, TurnProgress
+from .turns import Admission, TurnRequest, admit, fit_turn
 
 _log = logging.getLogger(__name__)
 
@@ -128,7 +139,7 @@ class GenerationReport:
 
     output_ids: list[int]
     text: str
-    finish_reason: str
+    finish_reason: FinishReason | str
     wall_s: float
     prompt_tokens: int = 0
     stall_s: float = 0.0
@@ -145,6 +156,9 @@ class GenerationReport:
     timeline: list[RoundEvent] = field(default_factory=list)
     last_draft: str | None = field(default=None, repr=False)
     """Draft of the most recent drafted round (switches are counted against it)."""
+    kept_tokens: int | None = None
+    """``None``, or: the dialogue reached the context window and this turn continued it from
+    its last ``kept_tokens`` tokens (see :func:`~memspec_ros.runtime.turns.fit_turn`)."""
 
     def record_round(self, draft: str | None, proposed: int, accepted: int, stall_s: float) -> None:
         """Account one round; shared by real runs and the simulator so both count alike."""
@@ -212,58 +226,6 @@ class RuntimeStats:
         return self.predictor_s / self.decode_s if self.decode_s > 0 else 0.0
 
 
-@dataclass(frozen=True)
-class TurnCheckpoint:
-    """Where a conversation stood after its last completed turn (see :meth:`Conversation.restore`)."""
-
-    session: GenerationSession | None
-    length: int
-    turns: int
-    turn_start: int
-    finish_reason: str | None
-
-
-class Conversation:
-    """A dialogue whose context the target keeps across :meth:`DraftRuntime.generate` calls."""
-
-    def __init__(self) -> None:
-        self.session: GenerationSession | None = None
-        self.turns = 0
-
-    @property
-    def context_tokens(self) -> int:
-        """Tokens in the dialogue so far."""
-        return len(self.session.token_ids) if self.session is not None else 0
-
-    @property
-    def kv_bytes(self) -> int:
-        """Bytes of the target KV cache this dialogue keeps alive between turns."""
-        return self.session.scorer.cache_bytes if self.session is not None else 0
-
-    def checkpoint(self) -> TurnCheckpoint:
-        """Remember the state after the last completed turn, before a new one starts."""
-        s = self.session
-        return TurnCheckpoint(session=s, length=len(s.token_ids) if s else 0, turns=self.turns,
-                              turn_start=s.turn_start if s else 0, finish_reason=s.finish_reason if s else None)
-
-    def restore(self, checkpoint: TurnCheckpoint) -> None:
-        """Undo a turn that failed half-way: the dialogue continues from its last completed turn.
-
-        Without this a turn that raised (a bad round, an interrupted prefill) left the session
-        mid-turn, and every later turn was refused as "still running". The committed tokens and
-        the KV cache are cut back to the checkpoint (the cache mirrors all committed tokens but
-        the last), so the next turn prefills exactly as if the failed one never happened.
-        """
-        self.session, self.turns = checkpoint.session, checkpoint.turns
-        s = checkpoint.session
-        if s is None:
-            return
-        del s.token_ids[checkpoint.length:]
-        s.scorer.truncate(max(0, checkpoint.length - 1))
-        s.turn_start = min(checkpoint.turn_start, checkpoint.length)
-        s.finish_reason = checkpoint.finish_reason or "failed"
-
-
 class DraftRuntime:
     """Memory-aware speculative decoding over a catalogue of drafts.
 
@@ -313,6 +275,7 @@ class DraftRuntime:
         """Called (decoding thread) when a check is due in external mode, e.g. to trigger a
         guard condition; must return at once."""
         self._hint: str | None = None
+        self._scoped_hints: list[str | None] = []
         self._lock = threading.Lock()
         self._generate_lock = threading.Lock()
         self._round = 0
@@ -329,12 +292,44 @@ class DraftRuntime:
         """Be told of every residency change (state, progress, active draft, predictions)."""
         self.pool.add_listener(listener)
 
+    def hint_problem(self, domain: str | None) -> str | None:
+        """Why ``domain`` cannot be a hint, or None (the reason never repeats the hint's text)."""
+        if domain is None or domain in self.catalogue or self.catalogue.by_domain(domain) is not None:
+            return None
+        return f"not a draft domain; known: {sorted(set(self.catalogue.domains))}"
+
     def set_hint(self, domain: str | None) -> None:
-        """Set (or clear) an external domain hint: a prior for the predictor, never a constraint."""
-        if domain is not None and domain not in self.catalogue and self.catalogue.by_domain(domain) is None:
-            raise ValueError(f"unknown domain hint {domain!r}; known: {sorted(set(self.catalogue.domains))}")
+        """Set (or clear) the standing domain hint: a prior for the predictor, never a constraint.
+
+        The standing hint is what a planner said about the coming work (the node's
+        ``~/context_hint``); a goal's own hint overrides it for one turn (:meth:`hint_scope`).
+        """
+        problem = self.hint_problem(domain)
+        if problem is not None:
+            raise ValueError(f"unknown domain hint {domain!r}: {problem}")
         with self._lock:
             self._hint = domain
+
+    @contextmanager
+    def hint_scope(self, domain: str | None) -> Iterator[None]:
+        """Within the block, ``domain`` (if not None) overrides the standing hint.
+
+        Leaving the block, on every path, restores what was there: the standing hint, which
+        may have changed meanwhile (a planner's new hint during a goal is not lost).
+        """
+        problem = self.hint_problem(domain)
+        if problem is not None:
+            raise ValueError(f"unknown domain hint {domain!r}: {problem}")
+        with self._lock:
+            self._scoped_hints.append(domain)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._scoped_hints.pop()
+
+    def _effective_hint_locked(self) -> str | None:
+        return next((h for h in reversed(self._scoped_hints) if h is not None), self._hint)
 
     def set_policy(self, policy: Policy) -> None:
         """Switch policy at run time (takes effect from the next round; statistics are kept).
@@ -358,7 +353,7 @@ class DraftRuntime:
 
     @property
     def hint(self) -> str | None:
-        """The current domain hint."""
+        """The standing domain hint (:meth:`set_hint`; a scoped hint is not included)."""
         with self._lock:
             return self._hint
 
@@ -374,14 +369,30 @@ class DraftRuntime:
         return self.pool.resident()
 
     def tick(self) -> SchedulePlan:
-        """Run one scheduling decision now (thread-safe; the node's timer calls this)."""
+        """Plan and apply in one go (thread-safe): the inline mode of library use and the simulator."""
         return self.scheduler.tick()
+
+    def plan(self) -> SchedulePlan:
+        """Prediction: the policy's forecast and wanted working set now (thread-safe).
+
+        The plan is kept; :meth:`apply` carries it out. The node runs the two in separate
+        executor callbacks so that a finished load can start the next one (``apply`` again)
+        without waiting for the next forecast.
+        """
+        return self.scheduler.plan()
+
+    def apply(self) -> SchedulePlan | None:
+        """Prefetch: carry out the latest plan (loads, evictions, cancellations); thread-safe.
+
+        Returns the plan applied, or None before the first :meth:`plan`.
+        """
+        return self.scheduler.apply_latest()
 
     def view(self) -> PolicyView:
         """What policies see now."""
         with self._lock:
             round_index, turn, pos, remaining, hint = (self._round, self._turn, self._turn_pos, self._remaining,
-                                                       self._hint)
+                                                       self._effective_hint_locked())
         unusable = frozenset(n for n in self.catalogue.names
                              if self.pool.failures(n) >= self.config.max_load_failures)
         return PolicyView(now=self._clock(), round_index=round_index, turn=turn, turn_position=pos,
@@ -394,27 +405,48 @@ class DraftRuntime:
         """A dialogue to continue across calls (pass it to :meth:`generate`)."""
         return Conversation()
 
+    def admit(self, prompt: str, max_new_tokens: int) -> Admission:
+        """Tokenise ``prompt`` (once) and check the turn fits the context window.
+
+        The returned :class:`TurnRequest` is what :meth:`run_turn` runs, so a server checks a
+        request when it arrives and never tokenises it again.
+        """
+        if self.engine is None:
+            raise RuntimeError("admission needs a real engine (this runtime replays traces)")
+        return admit(self.engine, prompt, max_new_tokens)
+
+    def run_turn(self, request: TurnRequest, params: SamplingParams = GREEDY, **kwargs) -> GenerationReport:
+        """:meth:`generate` for an admitted request (keyword arguments as there)."""
+        return self.generate(request, request.max_new_tokens, params, **kwargs)
+
     def generate(
         self,
-        prompt: Prompt,
+        prompt: Prompt | TurnRequest,
         max_new_tokens: int,
         params: SamplingParams = GREEDY,
         *,
         conversation: Conversation | None = None,
-        on_round: Callable[[RoundStats, GenerationSession], None] | None = None,
-        should_stop: Callable[[], bool] | None = None,
+        on_round: Callable[[RoundStats, DecodeState], None] | None = None,
+        on_progress: Callable[[TurnProgress], None] | None = None,
+        progress_every: int = 1,
+        should_stop: Callable[[], bool | FinishReason | None] | None = None,
     ) -> GenerationReport:
         """Generate one turn. ``conversation`` continues a dialogue (its context is kept).
 
-        ``on_round(stats, session)`` runs after every round (stream text with
-        ``session.new_text()``); ``should_stop()`` is polled before every round (cancel).
+        ``prompt``: text or ids (tokenised by the engine; a dialogue that overflows is an
+        error), or an admitted :class:`TurnRequest` (a dialogue that would overflow slides).
+        ``on_round(stats, state)`` runs after every round; ``on_progress(progress)`` gets text
+        deltas every ``progress_every`` rounds and at the end. ``should_stop()`` is polled before
+        every round: truthy ends the turn, as ``FinishReason.CANCELLED`` unless it returns a
+        :class:`FinishReason` itself (a server says ``STOPPED`` for a deactivate).
         """
         if self._closed:
             raise RuntimeError("runtime is closed")
+        stream = TextStream(on_progress, progress_every) if on_progress is not None else None
         with self._generate_lock:
             checkpoint = conversation.checkpoint() if conversation is not None else None
             try:
-                return self._generate(prompt, max_new_tokens, params, conversation, on_round, should_stop)
+                return self._generate(prompt, max_new_tokens, params, conversation, on_round, stream, should_stop)
             except BaseException:
                 # A failed turn must not break the dialogue: back to the last completed turn.
                 self.pool.set_active(None)
@@ -479,13 +511,20 @@ class DraftRuntime:
         self.close()
 
     # ------------------------------------------------------------------ the loop
-    def _generate(self, prompt: Prompt, max_new_tokens: int, params: SamplingParams,
-                  conversation: Conversation | None, on_round, should_stop) -> GenerationReport:
+    def _generate(self, prompt: Prompt | TurnRequest, max_new_tokens: int, params: SamplingParams,
+                  conversation: Conversation | None, on_round, stream: TextStream | None,
+                  should_stop) -> GenerationReport:
         t_start = self._clock()
         tick_s0 = self.scheduler.stats.seconds
         pred_s0 = self.rounds.predictor_seconds(self.policy)
         totals0 = self.loader.totals()
         conv = conversation or Conversation()
+        kept = None
+        if isinstance(prompt, TurnRequest):
+            if self.engine is None:
+                raise RuntimeError("an admitted request needs a real engine (this runtime replays traces)")
+            fitted = fit_turn(self.engine, conv, prompt)  # the caller's checkpoint undoes a slide
+            prompt, kept = fitted.prompt_ids, fitted.kept_tokens
         turn = self.rounds.begin_turn(prompt, max_new_tokens, params, conv)  # prefill: loads go on meanwhile
         turn_index = turn.turn_index
         self.context.new_turn(turn.prompt_ids)
@@ -495,13 +534,15 @@ class DraftRuntime:
             self._remaining = turn.remaining
         self.policy.new_turn(self.view())
         report = GenerationReport(output_ids=[], text="", finish_reason="", wall_s=0.0,
-                                  prompt_tokens=len(turn.prompt_ids) - (1 if turn_index == 0 else 0))
+                                  prompt_tokens=len(turn.prompt_ids) - (1 if turn_index == 0 else 0),
+                                  kept_tokens=kept)
         turn_rounds = 0
         since_tick = 0
-        cancelled = False
+        stopped: FinishReason | None = None
         while not turn.done:
-            if should_stop is not None and should_stop():
-                cancelled = True
+            stop = should_stop() if should_stop is not None else None
+            if stop:
+                stopped = stop if isinstance(stop, FinishReason) else FinishReason.CANCELLED
                 break
             r_start = self._clock()
             view = self.view()
@@ -546,7 +587,9 @@ class DraftRuntime:
                 verify_s=out.verify_s, extra_s=out.counterfactual_s, catchup_tokens=out.catchup_tokens,
                 resident=tuple(snap.resident), loading=tuple(snap.names_in(DraftState.LOADING))))
             if on_round is not None:
-                on_round(out.stats, turn.session)
+                on_round(out.stats, turn.state)
+            if stream is not None:
+                stream.round(out, turn.state)
             turn_rounds += 1
             since_tick += 1
             if turn_rounds == 1 or since_tick >= self.config.check_interval:
@@ -556,7 +599,9 @@ class DraftRuntime:
                 elif self.on_check_due is not None:
                     self.on_check_due()
         self.pool.set_active(None)  # nothing proposes between turns
-        report.output_ids, report.text, report.finish_reason = turn.finish(cancelled)
+        report.output_ids, report.text, report.finish_reason = turn.finish(stopped)
+        if stream is not None:
+            stream.close(turn.state)
         report.wall_s = self._clock() - t_start
         report.tick_s = self.scheduler.stats.seconds - tick_s0
         report.predictor_s = self.rounds.predictor_seconds(self.policy) - pred_s0

@@ -2,14 +2,24 @@
 
 Policies only *say* what working set they want (:class:`SchedulePlan`); this class carries it
 out against the pool and a loader, the real background loader or the simulator's virtual one,
-so MemSpec behaves identically in a real run and in simulation. :meth:`Scheduler.tick` is the
-periodic entry point: thread-safe, so the ROS node can call it from a timer callback in its own
-callback group while the decoding loop keeps running; library users and benchmarks call it
-inline every ``check_interval`` rounds.
+so MemSpec behaves identically in a real run and in simulation.
+
+Two ways in, the same decisions:
+
+* :meth:`Scheduler.tick` plans and applies at once; library users, benchmarks and the
+  simulator call it inline every ``check_interval`` rounds.
+* :meth:`Scheduler.plan` (prediction: forecast + wanted working set) and
+  :meth:`Scheduler.apply_latest` (prefetch: loads, evictions, cancellations) separately; the ROS
+  node runs them in two executor callbacks, so a load that finishes can start the next one by
+  re-applying the latest plan without waiting for the next forecast.
+
+Everything is thread-safe (one re-entrant lock), so the node's callbacks run beside the decoding
+loop.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -45,18 +55,57 @@ class Scheduler:
         self.stats = TickStats()
         self._after_plan = after_plan
         """Runs inside the timed part of a tick: a virtual clock charges the tick's cost here."""
+        self._latest: SchedulePlan | None = None
+        self._failures_at_plan: dict[str, int] = {}
 
     def tick(self) -> SchedulePlan:
         """Ask the policy for a plan and carry it out; returns the plan."""
         with self.lock:
             t0 = self._clock()
             plan = self.policy.plan(self._view())
+            self._remember(plan)
             self.apply(plan)
             if self._after_plan is not None:
                 self._after_plan()
             self.stats.ticks += 1
             self.stats.seconds += self._clock() - t0
             return plan
+
+    def plan(self) -> SchedulePlan:
+        """Prediction only: ask the policy for a plan and keep it for :meth:`apply_latest`."""
+        with self.lock:
+            t0 = self._clock()
+            plan = self.policy.plan(self._view())
+            self._remember(plan)
+            if self._after_plan is not None:
+                self._after_plan()
+            self.stats.ticks += 1
+            self.stats.seconds += self._clock() - t0
+            return plan
+
+    def apply_latest(self) -> SchedulePlan | None:
+        """Prefetch only: carry out the most recent plan again (None before the first plan).
+
+        Re-applying is safe and cheap: drafts already resident, loading or queued are skipped,
+        and the pool ignores a forecast it already has. What a stale plan must not do is retry a
+        load that failed after the plan was made: the next forecast sees the draft's failure and
+        decides; retrying here would loop (each failure triggers a re-apply).
+        """
+        with self.lock:
+            plan = self._latest
+            if plan is None:
+                return None
+            t0 = self._clock()
+            failed_since = {n for n in plan.want if self.pool.failures(n) > self._failures_at_plan.get(n, 0)}
+            if failed_since:
+                plan = dataclasses.replace(plan, want=tuple(n for n in plan.want if n not in failed_since))
+            self.apply(plan)
+            self.stats.seconds += self._clock() - t0
+            return plan
+
+    def _remember(self, plan: SchedulePlan) -> None:
+        self._latest = plan
+        self._failures_at_plan = {n: self.pool.failures(n) for n in plan.want}
 
     def apply(self, plan: SchedulePlan) -> None:
         """Cancel, evict and request loads so the working set moves toward ``plan.want``.

@@ -25,7 +25,7 @@ from .residency import DraftState
 from .round_execution import predictor_calls
 from .runtime import DraftRuntime, GenerationReport, RuntimeConfig
 from .trace_rounds import TraceRounds
-from .traces import SessionTrace
+from .traces import DialogueTrace
 from .virtual_time import VirtualClock, VirtualLoader
 
 
@@ -87,7 +87,7 @@ class Simulator:
                 self.pool.complete_load(n, object())
         return self.pool.resident()
 
-    def run(self, trace: SessionTrace) -> SimulationResult:
+    def run(self, trace: DialogueTrace) -> SimulationResult:
         """Simulate one session (all its turns, one conversation)."""
         calls0 = predictor_calls(self.runtime.policy)
         self.rounds.replay(trace, self.runtime.policy)

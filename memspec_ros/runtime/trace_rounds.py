@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from memspec_ros.core.finish_reason import FinishReason
 from memspec_ros.core.sampling import SamplingParams
 
 from .cost_model import CostModel
@@ -22,14 +23,14 @@ from .policies.base import Policy
 from .pool import DraftPool
 from .residency import DraftState, ResidencyEvent
 from .round_execution import RoundOutcome, predictor_calls
-from .traces import SessionTrace, TurnTrace
+from .traces import DialogueTrace, TurnTrace
 from .virtual_time import VirtualClock, VirtualLoader
 
 
 class TraceTurn:
     """One turn of a trace, replayed round by round."""
 
-    session = None
+    state = None
 
     def __init__(self, owner: TraceRounds, turn: TurnTrace, turn_index: int) -> None:
         self._owner = owner
@@ -78,8 +79,8 @@ class TraceTurn:
                             hidden=hidden, draft_s=draft_s, verify_s=verify_s, counterfactual=cf,
                             counterfactual_s=extra_s)
 
-    def finish(self, cancelled: bool) -> tuple[list[int], str, str]:
-        return list(self._turn.output_ids), "", "cancelled" if cancelled else self._turn.finish_reason
+    def finish(self, stopped: FinishReason | None) -> tuple[list[int], str, FinishReason]:
+        return list(self._turn.output_ids), "", stopped or FinishReason(self._turn.finish_reason)
 
 
 class TraceRounds:
@@ -93,7 +94,7 @@ class TraceRounds:
         self.synced: dict[str, int] = {}
         """Per draft: context tokens its KV cache holds."""
         self.context_len = 0
-        self._trace: SessionTrace | None = None
+        self._trace: DialogueTrace | None = None
         self._calls_charged = 0
 
     def bind(self, pool: DraftPool, loader: Loader) -> None:
@@ -102,7 +103,7 @@ class TraceRounds:
         self.loader = loader
         pool.add_listener(self._on_residency)
 
-    def replay(self, trace: SessionTrace, policy: Policy) -> None:
+    def replay(self, trace: DialogueTrace, policy: Policy) -> None:
         """The next conversation to run is ``trace`` (one conversation, fresh draft caches)."""
         self._trace = trace
         self.synced = {}

@@ -69,7 +69,7 @@ class TurnTrace:
 
 
 @dataclass
-class SessionTrace:
+class DialogueTrace:
     """All turns of one session, in order."""
 
     name: str
@@ -107,7 +107,7 @@ class SessionTrace:
         np.savez_compressed(path, **arrays)
 
     @classmethod
-    def load(cls, path: Path | str) -> SessionTrace:
+    def load(cls, path: Path | str) -> DialogueTrace:
         """Read a file written by :meth:`save`."""
         with np.load(path, allow_pickle=False) as z:
             header = json.loads(bytes(z["header"]).decode())
@@ -133,7 +133,7 @@ def _teacher_forced(model: torch.nn.Module, ids: Sequence[int], chunk: int = 512
     return out.float(), argmax
 
 
-def record_session(
+def record_dialogue(
     engine,
     drafts: Mapping[str, torch.nn.Module],
     turns: Sequence[Turn],
@@ -142,7 +142,7 @@ def record_session(
     helper: Callable[[Turn], object | None] | None = None,
     k: int = 4,
     keep_hidden: bool = True,
-) -> SessionTrace:
+) -> DialogueTrace:
     """Run the target greedily over ``turns`` (one session) and build the exact trace.
 
     ``engine`` is a :class:`~memspec_ros.core.engine.SpeculativeEngine`; ``drafts`` maps names to
@@ -162,7 +162,7 @@ def record_session(
     ids = list(session.token_ids)
     target_hidden, target_argmax = _teacher_forced(engine.target, ids)
     predictions = {n: _teacher_forced(m, ids)[1] for n, m in drafts.items()}
-    trace = SessionTrace(name=name)
+    trace = DialogueTrace(name=name)
     for turn, (p0, o0, o1), reason in zip(turns, bounds, reasons, strict=True):
         outs = ids[o0:o1]
         tgt = torch.tensor(outs)

@@ -32,7 +32,7 @@ def load_prompts(path: Path | str) -> dict[str, list[str]]:
     return out
 
 
-def multi_domain_sessions(
+def multi_domain_dialogues(
     prompts: Mapping[str, Sequence[str]],
     *,
     sessions: int,

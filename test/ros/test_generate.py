@@ -121,18 +121,30 @@ def test_one_shot_greedy_output_is_the_targets(served, zoo_engine) -> None:
     assert call.result.text == expected
 
 
+def _callback_calls(msg: DiagnosticArray) -> dict[str, int]:
+    """The prediction and prefetch call counters of a /diagnostics message (empty if absent)."""
+    values = {kv.key: kv.value for s in msg.status for kv in s.values}
+    return {k: int(values[f"{k}_calls"]) for k in ("prediction", "prefetch") if f"{k}_calls" in values}
+
+
 def test_prefetch_completes_while_a_generation_runs(served) -> None:
     gen = served["gen"]
     latest = served["residency"].wait_for(lambda m: True)
     assert latest is not None
     absent = {d.name for d in latest.drafts if d.state == DraftState.ON_STORAGE}
     domain, prompt = next((d, p) for d, p in DIALOGUE if f"draft-{d}" in absent)
+    before = _callback_calls(served["diagnostics"].wait_for(lambda m: bool(_callback_calls(m))))
     t0 = time.monotonic()
     call = gen.send(make_goal(prompt, 160))
     assert call.wait_accepted()
     result = call.wait(120)
     t1 = time.monotonic()
     assert result.num_tokens > 0
+    # Both executor callbacks ran while the goal was generating: a /diagnostics message
+    # published during the goal counts more prediction and more prefetch calls than before it.
+    during = [_callback_calls(m) for t, m in served["diagnostics"].messages if t0 <= t <= t1]
+    assert any(c["prediction"] > before["prediction"] and c["prefetch"] > before["prefetch"] for c in during), \
+        (before, during)
     during = [m for t, m in served["residency"].messages if t0 <= t <= t1]
     loading = {d.name for m in during for d in m.drafts if d.state == DraftState.LOADING}
     completed = {d.name for m in during for d in m.drafts if d.state == DraftState.RESIDENT and d.name in loading}

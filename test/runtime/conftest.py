@@ -16,7 +16,7 @@ import torch
 
 from memspec_ros.core.engine import SpeculativeEngine
 from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
-from memspec_ros.runtime import Catalogue, SessionTrace, record_session
+from memspec_ros.runtime import Catalogue, DialogueTrace, record_dialogue
 from memspec_ros.runtime.predictor import DraftPredictor
 from memspec_ros.runtime.predictor_training import train_predictor
 
@@ -33,7 +33,7 @@ class TinyWorld:
     dirs: dict[str, Path]
     engine: SpeculativeEngine
     catalogue: Catalogue
-    trace: SessionTrace
+    trace: DialogueTrace
     predictor: DraftPredictor
 
     def fresh_catalogue(self, tmp: Path) -> tuple[Catalogue, dict[str, Path]]:
@@ -53,7 +53,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> TinyWorld:
     engine = SpeculativeEngine(load_causal_lm(dirs["target"]), tok)
     catalogue = Catalogue.from_dirs({n: p for n, p in dirs.items() if n.startswith("draft-")})
     drafts = {n: load_causal_lm(dirs[n]) for n in catalogue.names}
-    trace = record_session(engine, drafts, DIALOGUE, "tiny")
+    trace = record_dialogue(engine, drafts, DIALOGUE, "tiny")
     predictor, _ = train_predictor([trace], catalogue.names, engine.target.config.hidden_size, epochs=60)
     return TinyWorld(root=root, dirs=dirs, engine=engine, catalogue=catalogue, trace=trace, predictor=predictor)
 

@@ -11,7 +11,7 @@ import pytest
 
 from memspec_ros.runtime.policies import make_policy, policy_class
 from memspec_ros.runtime.policies.base import Decision, RoundFeedback
-from memspec_ros.runtime.traces import SessionTrace, TurnTrace
+from memspec_ros.runtime.traces import DialogueTrace, TurnTrace
 
 from .hand_built import Stage, constant_predictor
 
@@ -211,11 +211,11 @@ def test_only_the_predictor_policies_need_one() -> None:
 
 
 # ---------------------------------------------------------------- oracle
-def _trace(matches: dict[str, list[bool]]) -> SessionTrace:
+def _trace(matches: dict[str, list[bool]]) -> DialogueTrace:
     n = len(next(iter(matches.values())))
     turn = TurnTrace(prompt="p", domain=None, max_new_tokens=n, prompt_ids=[1, 2], output_ids=list(range(n)),
                      finish_reason="length", match={d: np.array(m) for d, m in matches.items()})
-    return SessionTrace("hand", [turn])
+    return DialogueTrace("hand", [turn])
 
 
 def test_oracle_runs_the_draft_that_emits_most_over_the_segment() -> None:

@@ -103,3 +103,38 @@ def test_urgent_plans_jump_the_load_queue() -> None:
     stage.loader.request(CODE)  # queued behind it
     _scheduler(stage).apply(SchedulePlan(want=(LEGAL,), urgent=True))
     assert stage.loader.pending() == [GENERAL, LEGAL, CODE]
+
+
+class _FixedPlan:
+    """A policy whose every plan is ``plan`` (the scheduler only asks policies for plans)."""
+
+    def __init__(self, plan: SchedulePlan) -> None:
+        self._plan = plan
+
+    def plan(self, view) -> SchedulePlan:
+        return self._plan
+
+
+def test_reapplying_the_latest_plan_never_retries_a_failed_load() -> None:
+    """The node's prefetch callback re-applies the latest plan whenever a load ends."""
+    stage = Stage(budget_drafts=1)
+    stage.loader.fail = {LEGAL}
+    forecasts: list[float] = []
+    stage.pool.add_listener(lambda ev: ev.reason == "predictions updated" and forecasts.append(
+        ev.snapshot.status(LEGAL).predicted_need))
+    sched = Scheduler(stage.pool, stage.loader, _FixedPlan(SchedulePlan(want=(LEGAL, CODE),
+                                                                        predictions={LEGAL: 0.9})),
+                      stage.view, clock=stage.clock)
+    assert sched.apply_latest() is None
+    sched.plan()
+    assert stage.loader.pending() == [] and stage.pool.state(LEGAL) == DraftState.ON_STORAGE, "plan only plans"
+    sched.apply_latest()
+    assert stage.loader.pending() == [LEGAL], "CODE does not fit beside LEGAL yet"
+    stage.loader.advance(stage.clock.now + 5.0)
+    assert stage.pool.failures(LEGAL) == 1 and stage.pool.state(LEGAL) == DraftState.ON_STORAGE
+    applied = sched.apply_latest()  # what a finished (here: failed) load triggers
+    assert applied.want == (CODE,), "the failed draft waits for the next forecast"
+    assert stage.loader.pending() == [CODE]
+    sched.apply_latest()
+    assert stage.loader.pending() == [CODE] and stage.pool.failures(LEGAL) == 1
+    assert forecasts == [pytest.approx(0.9)], "re-applying does not publish the forecast again"

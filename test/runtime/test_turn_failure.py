@@ -36,18 +36,18 @@ def test_failed_turn_rolls_back_to_the_last_completed_turn(world) -> None:
         rt.warm_up()
         conv = rt.new_conversation()
         first = rt.generate(DIALOGUE[0].prompt, 12, conversation=conv)
-        context_after_first = list(conv.session.token_ids)
+        context_after_first = list(conv.state.token_ids)
         with pytest.raises(_Fault):
             rt.generate(DIALOGUE[1].prompt, 24, conversation=conv, on_round=_raise_after(2))
-        assert conv.turns == 1 and conv.session.token_ids == context_after_first
-        assert conv.session.scorer.cache_length == len(context_after_first) - 1
+        assert conv.turns == 1 and conv.state.token_ids == context_after_first
+        assert conv.state.scorer.cache_length == len(context_after_first) - 1
         third = rt.generate(DIALOGUE[2].prompt, 12, conversation=conv)
 
         clean = rt.new_conversation()
         assert rt.generate(DIALOGUE[0].prompt, 12, conversation=clean).output_ids == first.output_ids
         # exactly as if the failed turn had never been sent
         assert rt.generate(DIALOGUE[2].prompt, 12, conversation=clean).output_ids == third.output_ids
-        assert conv.session.token_ids == clean.session.token_ids and conv.turns == clean.turns == 2
+        assert conv.state.token_ids == clean.state.token_ids and conv.turns == clean.turns == 2
 
 
 def test_failed_first_turn_leaves_an_empty_dialogue(world) -> None:
@@ -56,7 +56,7 @@ def test_failed_first_turn_leaves_an_empty_dialogue(world) -> None:
         conv = rt.new_conversation()
         with pytest.raises(_Fault):
             rt.generate(DIALOGUE[0].prompt, 24, conversation=conv, on_round=_raise_after(1))
-        assert conv.session is None and conv.turns == 0 and conv.kv_bytes == 0
+        assert conv.state is None and conv.turns == 0 and conv.kv_bytes == 0
         rep = rt.generate(DIALOGUE[0].prompt, 8, conversation=conv)
         assert rep.tokens == 8 and conv.turns == 1 and conv.kv_bytes > 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memspec_ros.ros.sessions import SessionStore
+from memspec_ros.ros.dialogue_store import DialogueStore
 
 
 class _Clock:
@@ -17,24 +17,24 @@ class _Clock:
         return self.now
 
 
-def _talk(store: SessionStore, sid: str, engine, token: str = "") -> str:
+def _talk(store: DialogueStore, sid: str, engine, token: str = "") -> str:
     """Claim ``sid``, run one real turn in it, release it; return its token."""
     claim = store.claim(sid, token)
     assert claim.problem is None, claim.problem
     conv = store.get(sid).conversation
-    if conv.session is None:
-        conv.session = engine.start("USER: hello robot\nROBOT:", 4)
+    if conv.state is None:
+        conv.state = engine.start("USER: hello robot\nROBOT:", 4)
     else:
-        conv.session.continue_with("\nUSER: and then?\nROBOT:", 4)
-    while not conv.session.done:
-        conv.session.step(None)
+        conv.state.continue_with("\nUSER: and then?\nROBOT:", 4)
+    while not conv.state.done:
+        conv.state.step(None)
     conv.turns += 1
     store.release(sid)
     return claim.token
 
 
 def test_a_session_belongs_to_the_client_holding_its_token(zoo_engine) -> None:
-    store = SessionStore(4)
+    store = DialogueStore(4)
     token = _talk(store, "kitchen", zoo_engine)
     assert len(token) >= 32
     stranger = store.claim("kitchen", "")
@@ -47,14 +47,14 @@ def test_a_session_belongs_to_the_client_holding_its_token(zoo_engine) -> None:
 
 def test_count_and_byte_budgets_drop_least_recently_used_idle_sessions(zoo_engine) -> None:
     dropped: list[tuple[str, str]] = []
-    store = SessionStore(2, on_drop=lambda sid, why: dropped.append((sid, why)))
+    store = DialogueStore(2, on_drop=lambda sid, why: dropped.append((sid, why)))
     for sid in ("a", "b", "c"):
         _talk(store, sid, zoo_engine)
     assert "a" not in store and "b" in store and "c" in store and "max_sessions" in dropped[0][1]
 
     one = store.get("b").conversation.kv_bytes
     assert one > 0
-    budget = SessionStore(10, budget_bytes=int(one * 3.5), on_drop=lambda sid, why: dropped.append((sid, why)))
+    budget = DialogueStore(10, budget_bytes=int(one * 3.5), on_drop=lambda sid, why: dropped.append((sid, why)))
     tokens = {sid: _talk(budget, sid, zoo_engine) for sid in ("x", "y")}
     _talk(budget, "x", zoo_engine, tokens["x"])  # x becomes most recently used and grows
     _talk(budget, "z", zoo_engine)
@@ -64,7 +64,7 @@ def test_count_and_byte_budgets_drop_least_recently_used_idle_sessions(zoo_engin
 
 
 def test_a_pinned_session_is_never_dropped(zoo_engine) -> None:
-    store = SessionStore(1)
+    store = DialogueStore(1)
     token = _talk(store, "held", zoo_engine)
     assert store.claim("held", token).problem is None  # a goal holds it now
     _talk(store, "newer", zoo_engine)
@@ -77,7 +77,7 @@ def test_a_pinned_session_is_never_dropped(zoo_engine) -> None:
 @pytest.mark.parametrize("timeout", [0.0, 60.0])
 def test_idle_sessions_expire(zoo_engine, timeout) -> None:
     clock = _Clock()
-    store = SessionStore(10, idle_timeout_s=timeout, clock=clock)
+    store = DialogueStore(10, idle_timeout_s=timeout, clock=clock)
     _talk(store, "quiet", zoo_engine)
     clock.now = 61.0
     store.expire()

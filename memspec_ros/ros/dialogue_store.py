@@ -1,6 +1,10 @@
-"""Dialogue sessions the node keeps across goals: owned, bounded and least-recently-used.
+"""The dialogues the node keeps across goals: owned, bounded and least-recently-used.
 
-A robot conversation spans many goals; keeping each session's :class:`Conversation`
+Keyed by the goal's ``session_id`` (the ROS interface's word); called a dialogue store so that
+it is not confused with the engine's ``DecodeState`` or the runtime's ``Conversation`` (see
+:mod:`memspec_ros.runtime.conversation` for the four former "sessions").
+
+A robot conversation spans many goals; keeping each dialogue's :class:`Conversation`
 (the target's KV cache included) means a new turn only prefills the new words. Three
 things keep that safe on a shared robot network:
 
@@ -26,12 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memspec_ros.ros.echo import echo
-from memspec_ros.runtime.runtime import Conversation
+from memspec_ros.runtime.conversation import Conversation
 
 
 @dataclass
-class Session:
-    """One kept dialogue."""
+class StoredDialogue:
+    """One kept dialogue: its conversation and who owns it."""
 
     conversation: Conversation
     token: str
@@ -42,15 +46,15 @@ class Session:
 
 @dataclass(frozen=True)
 class Claim:
-    """The outcome of :meth:`SessionStore.claim`: the session's token, or why not."""
+    """The outcome of :meth:`DialogueStore.claim`: the session's token, or why not."""
 
     token: str = ""
     problem: str | None = None
 
 
 @dataclass
-class SessionStore:
-    """session_id -> :class:`Session`, bounded by count, bytes and idle time."""
+class DialogueStore:
+    """session_id -> :class:`StoredDialogue`, bounded by count, bytes and idle time."""
 
     capacity: int
     budget_bytes: int = 0
@@ -60,7 +64,7 @@ class SessionStore:
     clock: Callable[[], float] = time.monotonic
     on_drop: Callable[[str, str], None] | None = None
     """Told (session_id, reason) of every session dropped by a limit (for the log)."""
-    _sessions: OrderedDict[str, Session] = field(default_factory=OrderedDict)
+    _sessions: OrderedDict[str, StoredDialogue] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def claim(self, session_id: str, token: str) -> Claim:
@@ -78,7 +82,7 @@ class SessionStore:
                         "from the first result of that session, or open a new session with another id"
                     ))
             else:
-                session = Session(Conversation(), secrets.token_urlsafe(24), self.clock())
+                session = StoredDialogue(Conversation(), secrets.token_urlsafe(24), self.clock())
                 self._sessions[session_id] = session
             session.holds += 1
             session.last_used = self.clock()
@@ -86,7 +90,7 @@ class SessionStore:
             self._enforce_locked()
             return Claim(token=session.token)
 
-    def get(self, session_id: str) -> Session | None:
+    def get(self, session_id: str) -> StoredDialogue | None:
         """The session, or None if unknown (never opened, or dropped by a limit)."""
         with self._lock:
             return self._sessions.get(session_id)

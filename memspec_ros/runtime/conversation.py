@@ -1,0 +1,77 @@
+"""A dialogue the runtime continues across turns, and the checkpoint that undoes a failed turn.
+
+Four things in this project were once all called a "session"; each now has its own name:
+
+* :class:`~memspec_ros.core.engine.DecodeState` (core): the engine's decoding state of one
+  dialogue - committed tokens, the target's KV cache, the current turn's outputs.
+* :class:`Conversation` (runtime, here): a dialogue as the runtime sees it - a ``DecodeState``
+  once the first turn ran, and how many turns it has had. Sliding and rollback act on it.
+* :class:`~memspec_ros.ros.dialogue_store.DialogueStore` (ROS): the node's owned, bounded
+  store of conversations, keyed by the goal's ``session_id`` (the interface field keeps its name).
+* :class:`~bench.workloads.ScriptedDialogue` (bench): a scripted multi-domain dialogue the
+  benchmarks replay, with its exact trace (:class:`~memspec_ros.runtime.traces.DialogueTrace`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memspec_ros.core.engine import DecodeState
+from memspec_ros.core.finish_reason import FinishReason
+
+
+@dataclass(frozen=True)
+class TurnCheckpoint:
+    """Where a conversation stood after its last completed turn (see :meth:`Conversation.restore`)."""
+
+    state: DecodeState | None
+    length: int
+    turns: int
+    turn_start: int
+    finish_reason: FinishReason | None
+
+
+class Conversation:
+    """A dialogue whose context the target keeps across :meth:`DraftRuntime.generate` calls."""
+
+    def __init__(self) -> None:
+        self.state: DecodeState | None = None
+        self.turns = 0
+
+    @property
+    def context_tokens(self) -> int:
+        """Tokens in the dialogue so far."""
+        return len(self.state.token_ids) if self.state is not None else 0
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes of the target KV cache this dialogue keeps alive between turns."""
+        return self.state.scorer.cache_bytes if self.state is not None else 0
+
+    def reset(self) -> None:
+        """Forget the context (the next turn opens a new dialogue); a checkpoint still restores it."""
+        self.state = None
+        self.turns = 0
+
+    def checkpoint(self) -> TurnCheckpoint:
+        """Remember the state after the last completed turn, before a new one starts."""
+        s = self.state
+        return TurnCheckpoint(state=s, length=len(s.token_ids) if s else 0, turns=self.turns,
+                              turn_start=s.turn_start if s else 0, finish_reason=s.finish_reason if s else None)
+
+    def restore(self, checkpoint: TurnCheckpoint) -> None:
+        """Undo a turn that failed half-way: the dialogue continues from its last completed turn.
+
+        Without this a turn that raised (a bad round, an interrupted prefill) left the dialogue
+        mid-turn, and every later turn was refused as "still running". The committed tokens and
+        the KV cache are cut back to the checkpoint (the cache mirrors all committed tokens but
+        the last), so the next turn prefills exactly as if the failed one never happened.
+        """
+        self.state, self.turns = checkpoint.state, checkpoint.turns
+        s = checkpoint.state
+        if s is None:
+            return
+        del s.token_ids[checkpoint.length:]
+        s.scorer.truncate(max(0, checkpoint.length - 1))
+        s.turn_start = min(checkpoint.turn_start, checkpoint.length)
+        s.finish_reason = checkpoint.finish_reason or FinishReason.ERROR
