@@ -1,7 +1,7 @@
 """Session tokens that ``memspec_generate`` keeps between runs.
 
 The node binds a dialogue session to the client that opened it with a secret token (see
-:mod:`memspec_ros.ros.sessions`). A program keeps the token in memory; a command-line user
+:mod:`memspec_ros.ros.dialogue_store`). A program keeps the token in memory; a command-line user
 runs one process per turn, so the tool remembers each session's token in a small file in the
 ROS home folder (``$ROS_HOME``, default ``~/.ros``), readable by this user only (the tokens
 are the sessions' secrets). Keyed by the action's resolved name and the session id, so the
