@@ -115,10 +115,10 @@ def test_deactivate_and_cleanup_during_a_stall_and_a_load(client_node, params_fi
         assert result.message.startswith("aborted: the node was deactivated during generation"), result.message
         assert result.stall_seconds > 0.0 and result.num_tokens <= 1  # the prefill's token; no round ran
         cleanup_s = _timed(lc, "cleanup")
+        assert deactivate_s < TRANSITION_LIMIT_S and cleanup_s < TRANSITION_LIMIT_S, (deactivate_s, cleanup_s)
         assert time.monotonic() - demanded < _load_seconds("draft-prose"), \
             "the load could have finished: cleanup was not tested against a load in flight"
         assert DraftState.RESIDENT not in residency.states("draft-prose")
-        assert deactivate_s < TRANSITION_LIMIT_S and cleanup_s < TRANSITION_LIMIT_S, (deactivate_s, cleanup_s)
         assert "did not stop within deactivate_timeout_s" not in node.log()
 
         # 2. A prefetch in flight beside a running generation.
@@ -139,10 +139,10 @@ def test_deactivate_and_cleanup_during_a_stall_and_a_load(client_node, params_fi
             result.message
         assert 0 < result.num_tokens < 500
         cleanup_s = _timed(lc, "cleanup")
+        assert deactivate_s < TRANSITION_LIMIT_S and cleanup_s < TRANSITION_LIMIT_S, (deactivate_s, cleanup_s)
         assert time.monotonic() - prefetched < _load_seconds("draft-legal"), \
             "the prefetch could have finished: cleanup was not tested against a load in flight"
         assert DraftState.RESIDENT not in residency.states("draft-legal")
-        assert deactivate_s < TRANSITION_LIMIT_S and cleanup_s < TRANSITION_LIMIT_S, (deactivate_s, cleanup_s)
 
         # 3. Serving again, losslessly.
         assert lc.change_state("configure") and lc.change_state("activate"), node.log()
