@@ -15,7 +15,7 @@ help:
 	@echo "make test        set up and run the test suite (what CI runs)"
 	@echo "make node        run memspec_node in the foreground (AUTOSTART=1 to configure+activate)"
 	@echo "make bench       full evaluation (every policy, plots, report); make bench-quick for a short one"
-	@echo "make soak        the robustness tests at full size (200 goals, 20 lifecycle cycles)"
+	@echo "make soak        node soak: SOAK_MINUTES (30) of back-to-back goals, then 20 lifecycle cycles; flat RSS"
 	@echo "make zoo         rebuild the model zoo from offline corpora (long; the zoo is committed)"
 
 setup:
@@ -34,8 +34,10 @@ lint: setup
 node: setup
 	@$(ENV) .venv/lib/memspec_ros/memspec_node --ros-args --params-file $(PARAMS) -p autostart:=$(if $(filter 1 true yes,$(AUTOSTART)),true,false)
 
+SOAK_MINUTES ?= 30
+
 soak: setup
-	@$(ENV) MEMSPEC_SOAK=1 python -m pytest -s test/ros/test_robustness.py
+	@$(ENV) MEMSPEC_SOAK_S=$$(( $(SOAK_MINUTES) * 60 )) MEMSPEC_SOAK_CYCLES=20 python -m pytest -s test/ros/test_soak.py
 
 bench: setup
 	@$(ENV) python -m bench

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from bench.trend import least_squares_slope
 from memspec_ros.runtime import DraftRuntime
 
 _PAGE = 4096
@@ -81,14 +82,7 @@ class SoakResult:
         the allocator makes RSS wobble by megabytes between samples, a leak is a trend.
         """
         mid, _ = self._half()
-        pts = [(s.rounds, s.rss_bytes) for s in self.samples if s.rounds >= mid.rounds]
-        n = len(pts)
-        mean_x = sum(x for x, _ in pts) / n
-        mean_y = sum(y for _, y in pts) / n
-        var = sum((x - mean_x) ** 2 for x, _ in pts)
-        if var == 0:
-            return 0.0
-        return sum((x - mean_x) * (y - mean_y) for x, y in pts) / var * 10_000
+        return least_squares_slope([(s.rounds, s.rss_bytes) for s in self.samples if s.rounds >= mid.rounds]) * 10_000
 
     def grown_containers(self) -> dict[str, tuple[int, int]]:
         """Containers longer at the end than at any sample up to the midpoint: ``{name: (before, end)}``."""
@@ -138,7 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from memspec_ros.core.engine import SpeculativeEngine
     from memspec_ros.core.model_loading import configure_threads, load_causal_lm, load_tokenizer
     from memspec_ros.runtime import Budget, Catalogue, RuntimeConfig, load_zoo_manifest, make_policy
+    from memspec_ros.runtime.heap_tuning import fix_malloc_thresholds
     from memspec_ros.runtime.workload import load_prompts
+
+    fix_malloc_thresholds()  # as memspec_node does: the heap must be the node's to measure it
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=1_000_000)

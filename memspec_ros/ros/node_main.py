@@ -19,6 +19,7 @@ from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
 
 from memspec_ros.ros.node import MemSpecNode
+from memspec_ros.runtime.heap_tuning import fix_malloc_thresholds
 
 
 def _spin(executor: MultiThreadedExecutor, stop: threading.Event, node: MemSpecNode) -> None:
@@ -40,6 +41,7 @@ def _spin(executor: MultiThreadedExecutor, stop: threading.Event, node: MemSpecN
 def main(argv: list[str] | None = None) -> int:
     """Run the node until SIGINT/SIGTERM or a ROS shutdown; a MultiThreadedExecutor lets the
     prediction/prefetch callbacks run beside a generation."""
+    fix_malloc_thresholds()  # before any model is loaded: a node runs for weeks (see heap_tuning)
     rclpy.init(args=argv if argv is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
     node = MemSpecNode()
     executor = MultiThreadedExecutor(num_threads=4)

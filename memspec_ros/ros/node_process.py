@@ -55,6 +55,17 @@ class NodeProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def rss_kb_and_threads(self) -> tuple[int, int]:
+        """The process's resident memory (kB) and thread count now, from /proc: what a soak
+        watches for leaks."""
+        assert self.proc is not None
+        fields = {}
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "Threads"):
+                fields[key] = int(value.split()[0])
+        return fields["VmRSS"], fields["Threads"]
+
     def stop(self, timeout_s: float = 15.0) -> int | None:
         """SIGINT (like Ctrl-C), then SIGKILL if it does not exit in time; return the exit code."""
         if self.proc is None:

@@ -61,21 +61,35 @@ def test_node_survives_errors_keeps_sessions_and_answers_on_ctrl_c(client_node, 
         assert not stranger.send(make_goal("\nUSER: what did I ask?\nROBOT:", 8, session_id="kitchen")).wait_accepted()
         stranger.destroy()
 
-        # 4. A parameter change during a generation is accepted and applied after it.
-        running = gen.send(make_goal(ROBOT_PROMPT, 96, session_id="kitchen"))
+        # 4. A parameter change during a generation is accepted at once and applied only after
+        # it ends (the running goal keeps the settings it started with). LEGAL_PROMPT runs 500
+        # tokens without an end-of-sequence, so the goal is still running when the set returns.
+        running = gen.send(make_goal(LEGAL_PROMPT, 500))
         assert running.wait_accepted()
+        deadline = time.monotonic() + 60
+        while not running.feedback and time.monotonic() < deadline:
+            time.sleep(0.01)  # until it streams
         assert _set_param(client_node, "check_interval", 2).successful
-        assert running.wait(120).message.startswith("ok")
-        assert "run-time parameters applied" in node.log()
+        assert running.result is None, "the goal ended before the change: the deferral is not tested"
+        assert "run-time parameters applied" not in node.log(), "applied during the generation"
+        running.cancel()
+        assert running.wait(120).message.startswith("cancelled"), running.result.message
+        deadline = time.monotonic() + 10
+        while "run-time parameters applied" not in node.log() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the node logs it as the goal's bookkeeping ends
+        assert "run-time parameters applied: {'check_interval': 2}" in node.log()
 
-        # 5. A hint flood: escaped, throttled, and the node keeps serving.
+        # 5. A hint flood: escaped, throttled, and the node keeps serving. Paced over ~1.5 s so
+        # the subscription (depth 10) takes nearly all of them: unthrottled, that is hundreds
+        # of warnings; throttled to one a second, a handful.
         for i in range(300):
             hint_pub.publish(String(data=f"\x1b[2J\x9b{i}" + "B" * 5000))
+            time.sleep(0.005)  # the flood's rate, not a wait for work
         again = gen.generate(make_goal("\nUSER: thanks\nROBOT:", 8, session_id="kitchen"), timeout_s=120)
         assert again.succeeded, node.log()
         log = node.log()
         assert "\x1b[2J" not in log and "\x9b" not in log and "B" * 100 not in log
-        assert log.count("context_hint") < 50, "hint warnings are throttled"
+        assert 1 <= log.count("context_hint") <= 10, f"{log.count('context_hint')} hint warnings: not throttled"
 
         # 6. Ctrl-C during a generation: the lifecycle shutdown runs and the goal gets a result.
         long_call = gen.send(make_goal(LEGAL_PROMPT, 500))

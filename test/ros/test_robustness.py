@@ -1,13 +1,12 @@
 """Faults, bad input, load and lifetime: the node must stay up, explain itself, lose nothing.
 
-Every test runs a real node process over LOCALHOST DDS. Soak sizes are reduced here; set
-MEMSPEC_SOAK=1 (``make soak``) for the full figures (200 goals, 20 lifecycle cycles).
+Every test runs a real node process over LOCALHOST DDS. The long-running soak (goals back to
+back, lifecycle cycles, memory and threads sampled) is ``test_soak.py``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -21,7 +20,6 @@ from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
 from memspec_ros.ros.qos import REJECTIONS_QOS
 
-FULL_SOAK = os.environ.get("MEMSPEC_SOAK") == "1"
 LEGAL_PROMPT = "Permission is hereby granted, free of charge, to any person obtaining a copy"
 LONG_TOKENS = 500  # the target's greedy continuation of LEGAL_PROMPT has no end-of-sequence before it
 ROBOT_PROMPT = "USER: Could you go to the kitchen and bring me a cup\nROBOT:"
@@ -40,16 +38,6 @@ def _start_active(client_node, params_file, overrides, timeout_s: float = 180.0)
         node.stop()
         raise AssertionError("node did not become active:\n" + node.log())
     return node, lc
-
-
-def _proc_status(pid: int) -> dict[str, int]:
-    """Resident memory (kB) and thread count of a process, from /proc."""
-    fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "Threads"):
-            fields[key] = int(value.split()[0])
-    return fields
 
 
 # ---------------------------------------------------------------------- configure-time faults
@@ -184,7 +172,7 @@ def test_abusive_input_burst_and_cancel_storm(client_node, params_file) -> None:
         gen = GenerateClient(client_node)
         assert gen.wait_for_server(30.0)
         gen.generate(make_goal(ROBOT_PROMPT, 8), timeout_s=120)  # warm
-        before = _proc_status(node.proc.pid)
+        before_kb, _ = node.rss_kb_and_threads()
         bad = [
             make_goal("x" * 12_000, 8),
             make_goal("escape \x1b[2J", 8),
@@ -215,8 +203,8 @@ def test_abusive_input_burst_and_cancel_storm(client_node, params_file) -> None:
             c.wait(120)
         assert node.alive()
         assert gen.generate(make_goal(ROBOT_PROMPT, 8), timeout_s=120).succeeded
-        after = _proc_status(node.proc.pid)
-        assert after["VmRSS"] < before["VmRSS"] + 100_000, (before, after)  # < 100 MB growth
+        after_kb, _ = node.rss_kb_and_threads()
+        assert after_kb < before_kb + 100_000, (before_kb, after_kb)  # < 100 MB growth
         deadline = time.monotonic() + 30
         while len(rejections) < 6 + 96 and time.monotonic() < deadline:
             time.sleep(0.05)  # rejections arrive on the client's executor thread
@@ -227,35 +215,3 @@ def test_abusive_input_burst_and_cancel_storm(client_node, params_file) -> None:
         node.stop()
         client_node.destroy_subscription(sub)
 
-
-def test_sequential_goals_with_cancels_and_lifecycle_cycles_stay_bounded(client_node, params_file) -> None:
-    goals = 200 if FULL_SOAK else 30
-    cycles = 20 if FULL_SOAK else 4
-    node, lc = _start_active(client_node, params_file, {})
-    try:
-        gen = GenerateClient(client_node)
-        assert gen.wait_for_server(30.0)
-        samples = []
-        for i in range(goals):
-            call = gen.send(make_goal(ROBOT_PROMPT, 24, session_id=f"s{i % 3}" if i % 2 else ""))
-            assert call.wait_accepted(), node.log()
-            if i % 3 == 0:
-                call.cancel()
-            call.wait(120)
-            if i % 10 == 9:
-                samples.append(_proc_status(node.proc.pid))
-        for _ in range(cycles):
-            for transition in ("deactivate", "cleanup", "configure", "activate"):
-                assert lc.change_state(transition), node.log()
-            samples.append(_proc_status(node.proc.pid))
-        assert gen.generate(make_goal(ROBOT_PROMPT, 8), timeout_s=120).succeeded
-        rss = [s["VmRSS"] for s in samples]
-        threads = [s["Threads"] for s in samples]
-        print(f"\nsoak: {goals} goals, {cycles} lifecycle cycles; RSS MB first/max/last "
-              f"{rss[0] / 1024:.0f}/{max(rss) / 1024:.0f}/{rss[-1] / 1024:.0f}; threads first/max/last "
-              f"{threads[0]}/{max(threads)}/{threads[-1]}")
-        assert max(threads) <= threads[0] + 4, threads
-        assert rss[-1] < rss[0] + 150_000, rss  # < 150 MB growth over the whole soak
-        gen.destroy()
-    finally:
-        node.stop()
