@@ -26,7 +26,7 @@ demo: setup
 
 test: setup
 	@$(ENV) ruff check .
-	@$(ENV) python -m pytest
+	@$(ENV) python -m pytest -n 2 --dist loadfile
 
 lint: setup
 	@$(ENV) ruff check .

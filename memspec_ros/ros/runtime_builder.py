@@ -84,13 +84,15 @@ def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> Buil
             check_vocab_compatible(tokenizer, load_tokenizer(entry.path, allowed_roots=roots), entry.name)
             specs.append(DraftSpec.from_dir(entry.name, entry.path, entry.domain, dtype=_DTYPES[config["dtype"]]))
         except (ModelLoadError, VocabularyMismatchError, CatalogueError, OSError) as exc:
-            if not config["tolerate_bad_drafts"]:
-                raise ConfigError(
-                    f"draft '{entry.name}' ({entry.path}) is unusable: {exc} "
-                    "(fix or remove it, or set tolerate_bad_drafts to serve without it)"
-                ) from exc
-            unusable[entry.name] = str(exc)
-            log.warning("draft '%s' is unusable and will not be served: %s", entry.name, exc)
+            unusable[entry.name] = f"({entry.path}) {exc}"
+    if unusable and not config["tolerate_bad_drafts"]:
+        # Every bad draft at once: an operator fixes them all before configuring again.
+        raise ConfigError(
+            "unusable draft(s): " + "; ".join(f"'{name}' {why}" for name, why in unusable.items())
+            + " (fix or remove them, or set tolerate_bad_drafts to serve without them)"
+        )
+    for name, why in unusable.items():
+        log.warning("draft '%s' is unusable and will not be served: %s", name, why)
     if config["policy"] == "static" and config["static_draft"] in unusable:
         raise ConfigError(f"parameter 'static_draft' = '{config['static_draft']}' names an unusable draft")
     catalogue = Catalogue(specs)
