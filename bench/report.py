@@ -35,8 +35,8 @@ def _config_section(r: Results) -> list[str]:
         ("target", f"{m['target']['path']} ({m['target']['bytes'] / 1e6:.1f} MB on disk)"),
         ("drafts", drafts),
         ("speculation length k", str(c["k"])),
-        ("memory budget", f"{c['budget_drafts']} drafts = {c['budget_bytes'] / 1e6:.2f} MB (the two largest drafts, "
-                          "safetensors bytes)"),
+        ("memory budget", f"{c['budget_drafts']} drafts = {c['budget_bytes'] / 1e6:.2f} MB (the largest drafts' "
+                          "in-memory footprint: weights in the compute dtype, rotary tables, full-context KV cache)"),
         ("check interval", f"{c['check_interval']} rounds"),
         ("emulated storage bandwidth", f"{c['emulated_bandwidth_bytes_per_s'] / 1e6:.2f} MB/s"),
         ("load/round ratio", f"requested {c['requested_load_round_ratio']}, measured "
@@ -109,7 +109,7 @@ def _headline_section(r: Results) -> list[str]:
             "tok/s: all tokens / all seconds over the sessions (prefill, stalls, scheduling and predictor time "
             "included); sd: standard deviation of the per-session rates; acceptance and tokens/round of "
             "hf-assisted are those of its draft's k-token rounds on the exact trace; peak draft MB: most draft "
-            "bytes loading or resident at once (safetensors sizes); load/round: the runtime's own measurement "
+            "bytes loading or resident at once (in-memory footprints); load/round: the runtime's own measurement "
             "in that configuration's runs (mean load over mean round).", "",
             "![tokens/s](headline.png)", "", "![per-policy figures](metrics.png)", "",
             "![residency timeline](timeline.png)", ""]

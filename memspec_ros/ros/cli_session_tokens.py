@@ -30,6 +30,7 @@ class SessionTokenFile:
         self.path = path or default_path()
 
     def get(self, action: str, session_id: str) -> str:
+        """The remembered token of ``session_id`` on ``action``, or "" (the node then opens it)."""
         return self._read().get(action, {}).get(session_id, "")
 
     def put(self, action: str, session_id: str, token: str) -> None:

@@ -110,6 +110,7 @@ class DialogueStore:
             self._expire_locked()
 
     def clear(self) -> None:
+        """Forget every dialogue (cleanup frees the models their KV caches belong to)."""
         with self._lock:
             self._sessions.clear()
 

@@ -100,6 +100,9 @@ class MemSpecNode(LifecycleNode):
         (messages are unhashable; the goal handle keeps the message alive meanwhile)."""
         self._pending_changes: dict[str, Any] = {}
         self._pending_policy: Policy | None = None
+        self._turn_lock = threading.Lock()
+        """Held by a generation from applying pending changes to the end of its turn, so a
+        run-time parameter change is applied either before a turn or after it, never inside."""
         self._counters = {"goals": 0, "rejected": 0, "failed": 0}
         self._entities: list[Any] = []
         self.dialogues = DialogueStore(16)
@@ -212,12 +215,13 @@ class MemSpecNode(LifecycleNode):
         """Publishers, action server, subscription, timers and guard conditions of a configured node."""
         self._action_name = self.resolve_topic_name("~/generate")
         self._meters = {"prediction": CallbackMeter(), "prefetch": CallbackMeter()}  # per configuration
-        # Lifecycle publishers: they publish only while the node is active (the lifecycle
-        # base class activates them). /diagnostics stays a plain publisher: an operator needs
-        # to see an inactive node's state too.
+        # Lifecycle publishers: the serving state (residency, acceptance) is published only
+        # while the node is active (the lifecycle base class activates them). /diagnostics and
+        # goal_rejections stay plain publishers: they are for operators and clients, who need
+        # an inactive node's state and the reason it refused their goal ("not active") too.
         self._residency_pub = self.create_lifecycle_publisher(DraftResidency, "~/draft_residency", RESIDENCY_QOS)
         self._stats_pub = self.create_lifecycle_publisher(AcceptanceStats, "~/acceptance_stats", 10)
-        self._reject_pub = self.create_lifecycle_publisher(String, "~/goal_rejections", REJECTIONS_QOS)
+        self._reject_pub = self.create_publisher(String, "~/goal_rejections", REJECTIONS_QOS)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         g = self._guard
         self._hint_sub = self.create_subscription(String, "~/context_hint", g(self._on_context_hint, "context hint"),
@@ -262,9 +266,10 @@ class MemSpecNode(LifecycleNode):
         self.destroy_guard_condition(self._prediction_gc)
         self.destroy_guard_condition(self._prefetch_gc)
         self.destroy_subscription(self._hint_sub)
-        for pub in (self._residency_pub, self._stats_pub, self._reject_pub):
+        for pub in (self._residency_pub, self._stats_pub):
             self.destroy_lifecycle_publisher(pub)
-        self.destroy_publisher(self._diag_pub)
+        for pub in (self._reject_pub, self._diag_pub):
+            self.destroy_publisher(pub)
 
     def _wait_results_delivered(self) -> None:
         """Let rclpy set the result of goals that just ended before the action server goes.
@@ -276,16 +281,20 @@ class MemSpecNode(LifecycleNode):
         futures = getattr(self._action_server, "_result_futures", {})
         deadline = time.monotonic() + RESULT_DELIVERY_WAIT_S
         while any(not f.done() for f in list(futures.values())) and time.monotonic() < deadline:
-            self._idle.wait(0.01)  # polled: rclpy offers no event for "result set"
+            time.sleep(0.01)  # polled: rclpy offers no public event for "result set" (_result_futures is private)
 
     def _release(self) -> None:
         """Free models and threads; safe to call in any state, more than once."""
-        if self.runtime is not None:
-            self.runtime.on_check_due = None
-            self.runtime.close()
+        # Detached first: closing evicts drafts and cancels loads, and the residency events
+        # that follow must not start a prefetch on the closing runtime.
+        runtime, self.runtime = self.runtime, None
+        if runtime is not None:
+            runtime.on_check_due = None
+            runtime.close()
         self._destroy_ros_entities()
-        self.runtime = None
         self.config = None
+        with self._lock:
+            self._pending_changes, self._pending_policy = {}, None
         self.unusable_drafts = {}
         self.dialogues.clear()
         with self._lock:
@@ -373,8 +382,8 @@ class MemSpecNode(LifecycleNode):
                 self._idle.set()
         if nxt is not None:
             nxt.execute()
-        elif self._idle.is_set():
-            self._apply_pending_changes()  # changes set during the generation apply now
+        else:
+            self._apply_between_turns()  # changes set during the generation apply now
 
     def _end_generations(self, reason: str) -> bool:
         """Make running and queued goals stop (within a round) and wait for them.
@@ -442,6 +451,12 @@ class MemSpecNode(LifecycleNode):
             self._terminate(goal_handle, "abort")
             return self._session_result(goal_handle, Generate.Result(
                 message="aborted: the node was reconfigured after this goal was accepted; send it again"))
+        with self._turn_lock:
+            return self._run_turn(goal_handle, request)
+
+    def _run_turn(self, goal_handle: ServerGoalHandle, request: TurnRequest) -> Generate.Result:
+        goal: Generate.Goal = goal_handle.request
+        runtime = self.runtime
         self._apply_pending_changes()
         self._counters["goals"] += 1
         kept = self.dialogues.get(goal.session_id) if goal.session_id else None
@@ -628,9 +643,17 @@ class MemSpecNode(LifecycleNode):
             self._pending_changes.update(changes)
             if policy is not None:
                 self._pending_policy = policy
-        if self._idle.is_set():
-            self._apply_pending_changes()
+        self._apply_between_turns()
         return SetParametersResult(successful=True)
+
+    def _apply_between_turns(self) -> None:
+        """Apply pending changes now unless a turn holds the runtime (it applies them itself:
+        the next goal does so before its turn)."""
+        if self._turn_lock.acquire(blocking=False):
+            try:
+                self._apply_pending_changes()
+            finally:
+                self._turn_lock.release()
 
     def _apply_pending_changes(self) -> None:
         """Apply run-time parameter changes between generations (never mid-generation)."""

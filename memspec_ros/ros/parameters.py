@@ -39,8 +39,8 @@ POLICIES = tuple(p for p in POLICY_NAMES if p != "oracle")
 DTYPES = ("float32", "bfloat16")
 BUSY_POLICIES = ("reject", "queue")
 
-#: Parameters that may change while the node is active; everything else needs a
-#: deactivate/cleanup/configure cycle because it shapes what configure loaded.
+#: Parameters that may change while the node runs; every other one shapes what configure
+#: loads and is read-only (set at start-up; changing it means restarting the node).
 RUNTIME_CHANGEABLE = frozenset({"policy", "check_interval", "num_speculative_tokens"})
 
 _DEFAULT_DRAFTS = ("robot", "code", "math", "legal", "prose", "general")
@@ -124,7 +124,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("deactivate_timeout_s", 10.0, "How long deactivate, cleanup and shutdown wait for a running generation to stop; past it the goal is aborted and cleanup refuses to free models still in use.", float_range=(0.1, 3600.0)),
     ParamSpec("feedback_every_rounds", 1, "Send feedback at least every this many speculative rounds.", int_range=(1, 64)),
     ParamSpec("residency_period_s", 1.0, "Period of the draft_residency re-publication (it is also published on every change).", float_range=(0.05, 3600.0)),
-    ParamSpec("stats_period_s", 0.5, "Period of acceptance_stats and /diagnostics while generating.", float_range=(0.05, 3600.0)),
+    ParamSpec("stats_period_s", 0.5, "Period of acceptance_stats while generating (/diagnostics is published at 1 Hz).", float_range=(0.05, 3600.0)),
 )
 PARAMS_BY_NAME = {p.name: p for p in PARAMS}
 

@@ -51,7 +51,7 @@ from .loader import BackgroundLoader, Loader, LoadRecord, Materializer
 from .policies.base import Decision, Policy, PolicyView, RoundFeedback, SchedulePlan
 from .pool import DraftPool, InvalidTransition
 from .residency import DraftState, ResidencyEvent
-from .round_execution import RoundExecutor
+from .round_execution import RoundExecutor, predictor_calls
 from .scheduler import Scheduler
 from .storage import StorageModel
 from .turn_progress import TextStream, TurnProgress
@@ -372,21 +372,22 @@ class DraftRuntime:
         """Plan and apply in one go (thread-safe): the inline mode of library use and the simulator."""
         return self.scheduler.tick()
 
-    def plan(self) -> SchedulePlan:
+    def plan(self) -> SchedulePlan | None:
         """Prediction: the policy's forecast and wanted working set now (thread-safe).
 
         The plan is kept; :meth:`apply` carries it out. The node runs the two in separate
         executor callbacks so that a finished load can start the next one (``apply`` again)
-        without waiting for the next forecast.
+        without waiting for the next forecast. None once the runtime is closed.
         """
-        return self.scheduler.plan()
+        return None if self._closed else self.scheduler.plan()
 
     def apply(self) -> SchedulePlan | None:
         """Prefetch: carry out the latest plan (loads, evictions, cancellations); thread-safe.
 
-        Returns the plan applied, or None before the first :meth:`plan`.
+        Returns the plan applied, or None before the first :meth:`plan` or once closed: the
+        residency events of :meth:`close` itself must not start loads on a closed loader.
         """
-        return self.scheduler.apply_latest()
+        return None if self._closed else self.scheduler.apply_latest()
 
     def view(self) -> PolicyView:
         """What policies see now."""
@@ -468,7 +469,7 @@ class DraftRuntime:
         s.ticks = self.scheduler.stats.ticks
         s.tick_s = self.scheduler.stats.seconds
         s.predictor_s = self.rounds.predictor_seconds(self.policy)
-        s.predictor_calls = int(getattr(getattr(self.policy, "predictor", None), "calls", 0))
+        s.predictor_calls = predictor_calls(self.policy)
         s.loads = totals.loaded
         s.load_failures = totals.failed
         s.mean_load_s = totals.mean_load_s
@@ -547,6 +548,11 @@ class DraftRuntime:
             r_start = self._clock()
             view = self.view()
             draft, stall = self._select_draft(view, should_stop)
+            stop = should_stop() if stall and should_stop is not None else None
+            if stop:  # the stall ended because the generation is ending: no further round
+                report.stall_s += stall
+                stopped = stop if isinstance(stop, FinishReason) else FinishReason.CANCELLED
+                break
             handle = None
             if draft is not None:
                 try:
@@ -636,6 +642,8 @@ class DraftRuntime:
             stall = self._clock() - t0
             if self.pool.state(draft) == DraftState.RESIDENT:
                 return draft, stall
+            if should_stop is not None and should_stop():
+                return None, stall  # the caller ends the turn; the load is not a failure
             _log.warning("stalled %.3fs for %s but it did not load (%s); continuing with what is resident",
                          stall, draft, ticket.error or ticket.outcome)
             decision = self.policy.choose(self.view())

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import rclpy
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,15 +28,37 @@ def params_file() -> Path:
     return PARAMS_FILE
 
 
+def _spin_until_shutdown(executor: MultiThreadedExecutor, stop: threading.Event) -> None:
+    """Spin, and keep spinning after an exception out of ``spin()``.
+
+    Tests destroy clients (``GenerateClient.destroy``) while this executor spins; rclpy's
+    ActionClient can then be met half-destroyed by the executor (its handle already None),
+    which raises out of ``spin()`` and, with a bare ``executor.spin`` thread, silently ends
+    every later test's callbacks: goals then time out waiting for an answer that arrived.
+    """
+    while not stop.is_set():
+        try:
+            executor.spin()
+            return
+        except ExternalShutdownException:
+            return
+        except Exception as exc:  # reported, then spinning resumes
+            if stop.is_set() or not rclpy.ok():
+                return
+            print(f"client executor: {type(exc).__name__}: {exc} (spinning on)", file=sys.stderr)
+
+
 @pytest.fixture(scope="session")
 def client_node() -> Iterator[Node]:
     rclpy.init()
     node = rclpy.create_node("memspec_test_client")
     executor = MultiThreadedExecutor(num_threads=4)
     executor.add_node(node)
-    thread = threading.Thread(target=executor.spin, daemon=True)
+    stop = threading.Event()
+    thread = threading.Thread(target=_spin_until_shutdown, args=(executor, stop), daemon=True)
     thread.start()
     yield node
+    stop.set()
     executor.shutdown()
     node.destroy_node()
     rclpy.try_shutdown()

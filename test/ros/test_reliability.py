@@ -57,9 +57,8 @@ def test_node_survives_errors_keeps_sessions_and_answers_on_ctrl_c(client_node, 
         # 3. Sessions are owned: the token from the first result continues, a stranger is refused.
         first = gen.generate(make_goal(ROBOT_PROMPT, 8, session_id="kitchen"), timeout_s=120)
         assert first.succeeded and len(first.result.session_token) >= 32
-        stranger = GenerateClient(client_node)
+        stranger = GenerateClient(client_node)  # destroyed at the end, not while goals are in flight
         assert not stranger.send(make_goal("\nUSER: what did I ask?\nROBOT:", 8, session_id="kitchen")).wait_accepted()
-        stranger.destroy()
 
         # 4. A parameter change during a generation is accepted at once and applied only after
         # it ends (the running goal keeps the settings it started with). LEGAL_PROMPT runs 500
@@ -103,6 +102,7 @@ def test_node_survives_errors_keeps_sessions_and_answers_on_ctrl_c(client_node, 
         assert "shutting down" in result.message, result.message
         assert "running the lifecycle shutdown" in node.log() and "shut down from state 'active'" in node.log()
         gen.destroy()
+        stranger.destroy()
     finally:
         node.stop()
         client_node.destroy_publisher(hint_pub)

@@ -180,9 +180,11 @@ def test_abusive_input_burst_and_cancel_storm(client_node, params_file) -> None:
         # queue during the burst.
         running = gen.send(make_goal(LEGAL_PROMPT, LONG_TOKENS))
         assert running.wait_accepted()
-        while not running.feedback:
+        deadline = time.monotonic() + 60
+        while not running.feedback and time.monotonic() < deadline:
             assert running.result is None, running.result
             time.sleep(0.01)  # until it streams: running, not queued
+        assert running.feedback, "the blocking goal never streamed"
         calls = [gen.send(make_goal(ROBOT_PROMPT, 16)) for _ in range(100)]
         accepted = [c for c in calls if c.wait_accepted()]
         assert running.result is None, "the running goal ended during the burst: the queue bound is not tested"

@@ -108,6 +108,7 @@ def _verdict(samples: list[Sample]) -> tuple[float, list[Sample], list[Sample]]:
     half_t = samples[-1].t / 2
     warm = [s for s in samples if s.t < half_t]
     steady = [s for s in samples if s.t >= half_t]
+    assert len(steady) >= 10, f"too few samples after warm-up to fit a trend: {len(steady)}"
     slope_kb_per_s = least_squares_slope([(s.t, s.rss_kb) for s in steady])
     return slope_kb_per_s * 60 / 1024, warm, steady
 
@@ -141,7 +142,6 @@ def test_soak_goals_then_lifecycle_cycles_memory_and_threads_flat(client_node, p
               f"start/half/end/max {samples[0].threads}/{steady[0].threads}/{samples[-1].threads}/"
               f"{max(s.threads for s in samples)}")
         assert ended.get("ok", 0) and ended.get("cancelled", 0) and ended.get("rejected", 0), ended
-        assert len(steady) >= 10, f"too few samples after warm-up to fit a trend: {len(steady)}"
         assert slope < limit, [(round(s.t), s.rss_kb // 1024) for s in steady]
         assert max(s.threads for s in steady) <= max(s.threads for s in warm) + THREAD_MARGIN, \
             [(round(s.t), s.threads) for s in samples]

@@ -1,6 +1,6 @@
 """Lifecycle transitions while the node is busy: a round stalled on a load, a load in flight.
 
-One node start, emulated slow storage (0.5 MB/s, so a draft load takes seconds) and a
+One node start, emulated slow storage (0.3 MB/s, so a draft load takes several seconds) and a
 one-draft budget:
 
 1. ``policy: static`` on a draft that is not resident: the first round waits for its load
@@ -30,11 +30,12 @@ from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
 from memspec_ros.ros.qos import RESIDENCY_LOG_QOS
 
-BANDWIDTH_MBPS = 0.5
-DEACTIVATE_TIMEOUT_S = 3.0
-TRANSITION_LIMIT_S = DEACTIVATE_TIMEOUT_S - 0.5
+BANDWIDTH_MBPS = 0.3
+DEACTIVATE_TIMEOUT_S = 10.0
+TRANSITION_LIMIT_S = DEACTIVATE_TIMEOUT_S / 2
 """A transition that waited out deactivate_timeout_s would take longer than this: finishing
-inside it shows the running goal stopped on its own (slack for a busy two-core machine)."""
+inside it shows the running goal stopped on its own (with 5 s of slack for a busy machine;
+the node's log must not report the timeout either)."""
 ROBOT_PROMPT = "USER: Could you go to the kitchen and bring me a cup\nROBOT:"
 LEGAL_PROMPT = "Permission is hereby granted, free of charge, to any person obtaining a copy"
 
@@ -58,10 +59,6 @@ class ResidencyLog:
         with self._cond:
             self._msgs.append(msg)
             self._cond.notify_all()
-
-    def states(self, draft: str) -> list[int]:
-        with self._cond:
-            return [d.state for m in self._msgs for d in m.drafts if d.name == draft]
 
     def wait_for(self, draft: str, state: int, timeout_s: float = 30.0) -> bool:
         with self._cond:
@@ -113,12 +110,11 @@ def test_deactivate_and_cleanup_during_a_stall_and_a_load(client_node, params_fi
         result = stalled.wait(30)
         assert stalled.status == GoalStatus.STATUS_ABORTED, result.message
         assert result.message.startswith("aborted: the node was deactivated during generation"), result.message
-        assert result.stall_seconds > 0.0 and result.num_tokens <= 1  # the prefill's token; no round ran
+        assert result.stall_seconds > 0.0 and result.num_tokens == 0  # the stop ended the stall: no round ran
         cleanup_s = _timed(lc, "cleanup")
         assert deactivate_s < TRANSITION_LIMIT_S and cleanup_s < TRANSITION_LIMIT_S, (deactivate_s, cleanup_s)
         assert time.monotonic() - demanded < _load_seconds("draft-prose"), \
             "the load could have finished: cleanup was not tested against a load in flight"
-        assert DraftState.RESIDENT not in residency.states("draft-prose")
         assert "did not stop within deactivate_timeout_s" not in node.log()
 
         # 2. A prefetch in flight beside a running generation.
@@ -142,7 +138,7 @@ def test_deactivate_and_cleanup_during_a_stall_and_a_load(client_node, params_fi
         assert deactivate_s < TRANSITION_LIMIT_S and cleanup_s < TRANSITION_LIMIT_S, (deactivate_s, cleanup_s)
         assert time.monotonic() - prefetched < _load_seconds("draft-legal"), \
             "the prefetch could have finished: cleanup was not tested against a load in flight"
-        assert DraftState.RESIDENT not in residency.states("draft-legal")
+        assert "did not stop within deactivate_timeout_s" not in node.log()
 
         # 3. Serving again, losslessly.
         assert lc.change_state("configure") and lc.change_state("activate"), node.log()
