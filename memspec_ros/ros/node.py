@@ -73,7 +73,7 @@ from memspec_ros.runtime.turn_progress import TurnProgress
 from memspec_ros.runtime.turns import TurnRequest
 
 NODE_NAME = "memspec"
-RESULT_DELIVERY_WAIT_S = 2.0
+RESULT_DELIVERY_WAIT_S = 5.0
 """After the last generation ends, how long teardown waits for its result to be handed to
 rclpy before the action server is destroyed (a result set after that would be lost)."""
 
@@ -272,16 +272,30 @@ class MemSpecNode(LifecycleNode):
             self.destroy_publisher(pub)
 
     def _wait_results_delivered(self) -> None:
-        """Let rclpy set the result of goals that just ended before the action server goes.
+        """Let rclpy send the result of goals that just ended before the action server goes.
 
         A goal's result is handed to rclpy only after its execute callback has returned, a
-        moment after the node saw the goal finish; destroying the server in that moment would
-        lose an answer the client is waiting for.
+        moment after the node saw the goal finish; setting it schedules the reply to the
+        client as a task on the executor. Destroying the server (or ending the process)
+        before that task ran lost an answer the client was waiting for (seen under load, in
+        the Ctrl-C test). So: wait until every result is set, then until a task created now
+        has run: the executor starts tasks in the order they were created, and a reply is
+        one non-blocking send. rclpy offers no public signal for either step; the result
+        futures are read from the server's private ``_result_futures``.
         """
         futures = getattr(self._action_server, "_result_futures", {})
         deadline = time.monotonic() + RESULT_DELIVERY_WAIT_S
         while any(not f.done() for f in list(futures.values())) and time.monotonic() < deadline:
-            time.sleep(0.01)  # polled: rclpy offers no public event for "result set" (_result_futures is private)
+            time.sleep(0.01)  # polled: nothing to wait on
+        executor = self.executor
+        if executor is None:
+            return
+        # Two barriers in a row: a future reads as done a moment before its reply task is
+        # created, so the second barrier is surely created after every reply task.
+        for _ in range(2):
+            barrier = executor.create_task(lambda: None)
+            while not barrier.done() and time.monotonic() < deadline:
+                time.sleep(0.01)  # polled: the barrier runs on an executor thread
 
     def _release(self) -> None:
         """Free models and threads; safe to call in any state, more than once."""
