@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from memspec_interfaces.msg import AcceptanceStats, DraftResidency, DraftState
+from prompts import CODE_PROMPT, LEGAL_PROMPT, LONG_TOKENS, MATH_PROMPT, ROBOT_PROMPT
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
@@ -23,17 +24,9 @@ from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
 from memspec_ros.ros.qos import REJECTIONS_QOS, RESIDENCY_LOG_QOS
 
-DIALOGUE = [
-    ("robot", "USER: Could you go to the kitchen and bring me a cup\nROBOT:"),
-    ("code", "def parse_header(line):\n    \"\"\"Split a header line into name and value.\"\"\"\n"),
-    ("math", "Problem: Compute the derivative of 3*x**2 + 5*x with respect to x.\nSolution:"),
-    ("legal", "Permission is hereby granted, free of charge, to any person obtaining a copy"),
-]
-# The target's greedy continuation of these prompts runs past LONG_TOKENS without an
-# end-of-sequence (checked by test_long_prompts_do_not_end_early), so a goal for them is
-# still generating when the test cancels, deactivates or sends a second goal.
-LONG_PROMPTS = (DIALOGUE[1][1], DIALOGUE[3][1])
-LONG_TOKENS = 500
+DIALOGUE = [("robot", ROBOT_PROMPT), ("code", CODE_PROMPT), ("math", MATH_PROMPT), ("legal", LEGAL_PROMPT)]
+LONG_PROMPTS = (CODE_PROMPT, LEGAL_PROMPT)
+"""Goals for these are still generating when a test cancels, deactivates or sends a second goal."""
 
 
 class Recorder:

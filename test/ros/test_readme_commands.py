@@ -12,11 +12,12 @@ import signal
 import subprocess
 from pathlib import Path
 
+from prompts import ROBOT_PROMPT
+
 from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
 
 REPO = Path(__file__).resolve().parents[2]
-ROBOT_PROMPT = "USER: Could you go to the kitchen and bring me a cup\nROBOT:"
 
 
 def _section_blocks(heading: str) -> list[list[str]]:

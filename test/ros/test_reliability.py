@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from prompts import LEGAL_PROMPT, LONG_TOKENS, ROBOT_PROMPT
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
 from std_msgs.msg import String
@@ -12,11 +13,6 @@ from std_msgs.msg import String
 from memspec_ros.ros.generate_client import GenerateClient, make_goal
 from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
-
-ROBOT_PROMPT = "USER: Could you go to the kitchen and bring me a cup\nROBOT:"
-# The target's greedy continuation has no end-of-sequence in its first 500 tokens
-# (test_generate.py checks it): a goal for it is still running when the test interrupts it.
-LEGAL_PROMPT = "Permission is hereby granted, free of charge, to any person obtaining a copy"
 
 
 def _set_param(client_node, name: str, value: str | int):
@@ -63,7 +59,7 @@ def test_node_survives_errors_keeps_sessions_and_answers_on_ctrl_c(client_node, 
         # 4. A parameter change during a generation is accepted at once and applied only after
         # it ends (the running goal keeps the settings it started with). LEGAL_PROMPT runs 500
         # tokens without an end-of-sequence, so the goal is still running when the set returns.
-        running = gen.send(make_goal(LEGAL_PROMPT, 500))
+        running = gen.send(make_goal(LEGAL_PROMPT, LONG_TOKENS))
         assert running.wait_accepted()
         deadline = time.monotonic() + 60
         while not running.feedback and time.monotonic() < deadline:
@@ -91,7 +87,7 @@ def test_node_survives_errors_keeps_sessions_and_answers_on_ctrl_c(client_node, 
         assert 1 <= log.count("context_hint") <= 10, f"{log.count('context_hint')} hint warnings: not throttled"
 
         # 6. Ctrl-C during a generation: the lifecycle shutdown runs and the goal gets a result.
-        long_call = gen.send(make_goal(LEGAL_PROMPT, 500))
+        long_call = gen.send(make_goal(LEGAL_PROMPT, LONG_TOKENS))
         assert long_call.wait_accepted()
         deadline = time.monotonic() + 60
         while not long_call.feedback and time.monotonic() < deadline:

@@ -12,16 +12,13 @@ import time
 from pathlib import Path
 
 from diagnostic_msgs.msg import DiagnosticArray
+from prompts import LEGAL_PROMPT, LONG_TOKENS, ROBOT_PROMPT
 from std_msgs.msg import String
 
 from memspec_ros.ros.generate_client import GenerateClient, make_goal
 from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
 from memspec_ros.ros.qos import REJECTIONS_QOS
-
-LEGAL_PROMPT = "Permission is hereby granted, free of charge, to any person obtaining a copy"
-LONG_TOKENS = 500  # the target's greedy continuation of LEGAL_PROMPT has no end-of-sequence before it
-ROBOT_PROMPT = "USER: Could you go to the kitchen and bring me a cup\nROBOT:"
 
 
 def _damage(path: Path, data: bytes) -> None:

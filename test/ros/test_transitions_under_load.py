@@ -21,6 +21,7 @@ import time
 
 from action_msgs.msg import GoalStatus
 from memspec_interfaces.msg import DraftResidency, DraftState
+from prompts import LEGAL_PROMPT, LONG_TOKENS, ROBOT_PROMPT
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 
@@ -36,8 +37,6 @@ TRANSITION_LIMIT_S = DEACTIVATE_TIMEOUT_S / 2
 """A transition that waited out deactivate_timeout_s would take longer than this: finishing
 inside it shows the running goal stopped on its own (with 5 s of slack for a busy machine;
 the node's log must not report the timeout either)."""
-ROBOT_PROMPT = "USER: Could you go to the kitchen and bring me a cup\nROBOT:"
-LEGAL_PROMPT = "Permission is hereby granted, free of charge, to any person obtaining a copy"
 
 
 def _load_seconds(draft: str) -> float:
@@ -120,7 +119,7 @@ def test_deactivate_and_cleanup_during_a_stall_and_a_load(client_node, params_fi
         # 2. A prefetch in flight beside a running generation.
         _set_policy(params, "memspec")  # unconfigured: applies at configure
         assert lc.change_state("configure") and lc.change_state("activate"), node.log()
-        running = gen.send(make_goal(LEGAL_PROMPT, 500, domain_hint="legal"))
+        running = gen.send(make_goal(LEGAL_PROMPT, LONG_TOKENS, domain_hint="legal"))
         assert running.wait_accepted()
         assert residency.wait_for("draft-legal", DraftState.LOADING), node.log()
         prefetched = time.monotonic()
@@ -133,7 +132,7 @@ def test_deactivate_and_cleanup_during_a_stall_and_a_load(client_node, params_fi
         assert running.status == GoalStatus.STATUS_ABORTED, result.message
         assert result.message.startswith("aborted: the node was deactivated during generation (after "), \
             result.message
-        assert 0 < result.num_tokens < 500
+        assert 0 < result.num_tokens < LONG_TOKENS
         cleanup_s = _timed(lc, "cleanup")
         assert deactivate_s < TRANSITION_LIMIT_S and cleanup_s < TRANSITION_LIMIT_S, (deactivate_s, cleanup_s)
         assert time.monotonic() - prefetched < _load_seconds("draft-legal"), \

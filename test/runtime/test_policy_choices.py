@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from memspec_ros.runtime.policies import make_policy, policy_class
-from memspec_ros.runtime.policies.base import Decision, RoundFeedback
+from memspec_ros.runtime.policies.base import Decision, Policy, RoundFeedback
 from memspec_ros.runtime.traces import DialogueTrace, TurnTrace
 
 from .hand_built import Stage, constant_predictor
@@ -57,6 +57,16 @@ def test_static_serves_target_only_when_its_draft_cannot_load() -> None:
 
 
 # ---------------------------------------------------------------- reactive
+def _reactive_on_general(accepted: int) -> tuple[Stage, Policy]:
+    """Reactive with only the general draft resident, after four rounds accepting ``accepted``."""
+    stage = Stage()
+    stage.load(GENERAL)
+    policy = _bound(stage, "reactive")
+    for _ in range(4):
+        stage.run(GENERAL, accepted=accepted)
+    return stage, policy
+
+
 def test_reactive_replaces_a_collapsing_draft_and_waits_for_the_new_one() -> None:
     stage = Stage()
     stage.load(GENERAL)
@@ -71,21 +81,13 @@ def test_reactive_replaces_a_collapsing_draft_and_waits_for_the_new_one() -> Non
 
 
 def test_reactive_keeps_a_good_draft() -> None:
-    stage = Stage()
-    stage.load(GENERAL)
-    policy = _bound(stage, "reactive")
-    for _ in range(4):
-        stage.run(GENERAL, accepted=3)
+    stage, policy = _reactive_on_general(accepted=3)
     assert policy.plan(stage.view()).want == (GENERAL,)
     assert policy.choose(stage.view()) == Decision(GENERAL, wait=False)
 
 
 def test_reactive_falls_back_to_a_resident_draft_when_its_choice_is_unusable() -> None:
-    stage = Stage()
-    stage.load(GENERAL)
-    policy = _bound(stage, "reactive")
-    for _ in range(4):
-        stage.run(GENERAL, accepted=0)
+    stage, policy = _reactive_on_general(accepted=0)
     policy.plan(stage.view())
     stage.unusable = frozenset({CODE, LEGAL})
     assert policy.choose(stage.view()) == Decision(GENERAL)
