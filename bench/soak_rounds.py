@@ -26,6 +26,8 @@ from pathlib import Path
 
 from bench.trend import least_squares_slope
 from memspec_ros.runtime import DraftRuntime
+from memspec_ros.runtime.simulator import Simulator
+from memspec_ros.runtime.traces import DialogueTrace
 
 _PAGE = 4096
 
@@ -108,10 +110,40 @@ def soak(runtime: DraftRuntime, prompts: Sequence[str], rounds: int, *, max_new_
     Fresh dialogues keep the target's context bounded (sessions and their KV budget are the
     node's business); everything the runtime itself keeps across turns is what is measured.
     """
+    cycle: Iterator[str] = itertools.cycle(prompts)
+
+    def one_turn() -> tuple[int, int]:
+        return runtime.generate(next(cycle), max_new_tokens).rounds, 1
+
+    return _sampled(runtime, one_turn, rounds, sample_every, on_sample)
+
+
+def soak_simulated(simulator: Simulator, traces: Sequence[DialogueTrace], rounds: int, *,
+                   sample_every: int = 10_000,
+                   on_sample: Callable[[SoakSample], None] | None = None) -> SoakResult:
+    """Replay ``traces`` round-robin through one simulator until ``rounds`` rounds ran.
+
+    A :class:`~memspec_ros.runtime.simulator.Simulator` is a :class:`DraftRuntime` whose rounds
+    come from exact traces on a virtual clock: the same round loop, pool, scheduler, trackers,
+    policy and predictor, at a fraction of a millisecond per round. That makes 10^6 rounds of
+    the runtime's own bookkeeping a matter of minutes; what only real rounds hold (KV caches,
+    draft forwards) is bounded per turn and measured by :func:`soak` and the node's soak.
+    """
+    cycle: Iterator[DialogueTrace] = itertools.cycle(traces)
+
+    def one_session() -> tuple[int, int]:
+        result = simulator.run(next(cycle))
+        return sum(r.rounds for r in result.reports), len(result.reports)
+
+    return _sampled(simulator.runtime, one_session, rounds, sample_every, on_sample)
+
+
+def _sampled(runtime: DraftRuntime, step: Callable[[], tuple[int, int]], rounds: int, sample_every: int,
+             on_sample: Callable[[SoakSample], None] | None) -> SoakResult:
+    """Call ``step`` (returns rounds and turns it ran) until ``rounds``; sample every ``sample_every``."""
     result = SoakResult(rounds=0, turns=0)
     t0 = time.perf_counter()
     next_sample = 0
-    cycle: Iterator[str] = itertools.cycle(prompts)
     while result.rounds < rounds:
         if result.rounds >= next_sample:
             sample = SoakSample(result.rounds, time.perf_counter() - t0, rss_bytes(), container_sizes(runtime))
@@ -119,9 +151,9 @@ def soak(runtime: DraftRuntime, prompts: Sequence[str], rounds: int, *, max_new_
             if on_sample is not None:
                 on_sample(sample)
             next_sample += sample_every
-        report = runtime.generate(next(cycle), max_new_tokens)
-        result.rounds += report.rounds
-        result.turns += 1
+        ran, turns = step()
+        result.rounds += ran
+        result.turns += turns
     result.samples.append(SoakSample(result.rounds, time.perf_counter() - t0, rss_bytes(), container_sizes(runtime)))
     return result
 
@@ -131,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from memspec_ros.bundled_zoo import bundled_zoo_root
     from memspec_ros.core.engine import SpeculativeEngine
     from memspec_ros.core.model_loading import configure_threads, load_causal_lm, load_tokenizer
-    from memspec_ros.runtime import Budget, Catalogue, RuntimeConfig, load_zoo_manifest, make_policy
+    from memspec_ros.runtime import Budget, Catalogue, RuntimeConfig, load_catalogue_file, make_policy
     from memspec_ros.runtime.heap_tuning import fix_malloc_thresholds
     from memspec_ros.runtime.workload import load_prompts
 
@@ -144,27 +176,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--zoo", type=Path, default=bundled_zoo_root())
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="write samples and verdict as JSON here")
+    parser.add_argument("--simulated", action="store_true",
+                        help="rounds replayed from exact traces of the zoo on a virtual clock (the runtime's own "
+                             "loop and bookkeeping, ~0.1 ms a round) instead of real engine rounds (~25 ms)")
     args = parser.parse_args(argv)
 
     configure_threads(args.threads)
-    manifest = load_zoo_manifest(args.zoo)
-    engine = SpeculativeEngine(load_causal_lm(manifest.target), load_tokenizer(manifest.target))
-    catalogue = Catalogue.from_zoo(args.zoo)
+    models = load_catalogue_file(args.zoo)
+    engine = SpeculativeEngine(load_causal_lm(models.target), load_tokenizer(models.target))
+    catalogue = Catalogue.from_file(models)
     prompts_file = args.zoo.parent / "heldout" / "prompts.jsonl"
     by_domain = load_prompts(prompts_file)
     # Alternate domains turn by turn, so the working set keeps changing (loads and evictions).
     prompts = [p for group in itertools.zip_longest(*by_domain.values()) for p in group if p]
-    policy = make_policy("memspec", predictor=args.zoo / "predictor.safetensors", draft_names=catalogue.names)
+    policy = make_policy("memspec", predictor=models.predictor, draft_names=catalogue.names)
 
     def show(s: SoakSample) -> None:
         print(f"rounds {s.rounds:>9}  t {s.seconds:8.1f}s  rss {s.rss_bytes / 2**20:8.1f} MiB", flush=True)
 
-    with DraftRuntime(engine, catalogue, Budget.drafts(2), policy, RuntimeConfig()) as runtime:
-        runtime.warm_up()
-        result = soak(runtime, prompts, args.rounds, max_new_tokens=args.max_new_tokens,
-                      sample_every=args.sample_every, on_sample=show)
+    if args.simulated:
+        simulator, traces = _simulator(engine, catalogue, policy, by_domain, args.max_new_tokens)
+        simulator.warm_up()
+        result = soak_simulated(simulator, traces, args.rounds, sample_every=args.sample_every,
+                                on_sample=show)
+    else:
+        with DraftRuntime(engine, catalogue, Budget.drafts(2), policy, RuntimeConfig()) as runtime:
+            runtime.warm_up()
+            result = soak(runtime, prompts, args.rounds, max_new_tokens=args.max_new_tokens,
+                          sample_every=args.sample_every, on_sample=show)
     show(result.samples[-1])
-    verdict = {"rounds": result.rounds, "turns": result.turns,
+    verdict = {"mode": "simulated" if args.simulated else "real", "rounds": result.rounds, "turns": result.turns,
                "rss_growth_per_10k_rounds_bytes": result.rss_growth_per_10k(),
                "grown_containers": result.grown_containers()}
     print(json.dumps(verdict, indent=1))
@@ -172,6 +213,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({**verdict, "samples": [asdict(s) for s in result.samples]}, indent=1))
     return 1 if verdict["grown_containers"] else 0
+
+
+def _simulator(engine, catalogue, policy, by_domain: dict[str, list[str]],
+               max_new_tokens: int) -> tuple[Simulator, list[DialogueTrace]]:
+    """A simulator over exact traces of four six-turn, topic-shifting sessions of the zoo."""
+    from memspec_ros.core.model_loading import load_causal_lm
+    from memspec_ros.core.proposer import DraftProposer
+    from memspec_ros.runtime import Budget, RuntimeConfig
+    from memspec_ros.runtime.cost_model import measure_cost_model
+    from memspec_ros.runtime.traces import record_dialogue
+    from memspec_ros.runtime.workload import multi_domain_dialogues
+
+    drafts = {spec.name: load_causal_lm(spec.path) for spec in catalogue}
+    sessions = multi_domain_dialogues(by_domain, sessions=4, turns=6, max_new_tokens=max_new_tokens, seed=0)
+    traces = [record_dialogue(engine, drafts, turns, name=f"soak-{i}") for i, turns in enumerate(sessions)]
+    proposers = {name: DraftProposer(model, name) for name, model in drafts.items()}
+    context = engine.encode(sessions[0][0].prompt)
+    cost = measure_cost_model(engine.target, proposers, context, 4, load_s={n: 0.05 for n in drafts})
+    return Simulator(catalogue, Budget.drafts(2), policy, cost, RuntimeConfig()), traces
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import torch
 from memspec_ros.core.engine import SpeculativeEngine
 from memspec_ros.core.model_loading import configure_threads, load_causal_lm, load_tokenizer
 from memspec_ros.core.proposer import DraftProposer
-from memspec_ros.runtime import Catalogue, load_zoo_manifest, make_materializer, zoo_fingerprint
+from memspec_ros.runtime import Catalogue, load_catalogue_file, make_materializer, zoo_fingerprint
 from memspec_ros.runtime.loader import Materializer
 from memspec_ros.runtime.traces import Turn
 
@@ -53,13 +53,15 @@ class Testbed:
 def load_testbed(zoo: Path, threads: int) -> Testbed:
     """Load the zoo's target and drafts, with ``threads`` torch threads for decoding."""
     configure_threads(threads)
-    manifest = load_zoo_manifest(zoo)
-    catalogue = Catalogue.from_zoo(zoo)
-    tokenizer = load_tokenizer(manifest.target)
-    engine = SpeculativeEngine(load_causal_lm(manifest.target), tokenizer)
+    models = load_catalogue_file(zoo)
+    if models.predictor is None:
+        raise SystemExit(f"{models.source} names no predictor; the benchmark runs the memspec policies, which need one")
+    catalogue = Catalogue.from_file(models)
+    tokenizer = load_tokenizer(models.target)
+    engine = SpeculativeEngine(load_causal_lm(models.target), tokenizer)
     materialize = make_materializer(catalogue)
     proposers = {s.name: materialize(s, [p.read_bytes() for p in s.weight_files]) for s in catalogue}
-    fingerprint = zoo_fingerprint([manifest.target, *(s.path for s in catalogue)])
-    return Testbed(zoo=zoo, target_path=manifest.target, engine=engine, catalogue=catalogue, proposers=proposers,
-                   materialize=materialize, predictor_path=zoo / "predictor.safetensors", fingerprint=fingerprint,
+    fingerprint = zoo_fingerprint([models.target, *(s.path for s in catalogue)])
+    return Testbed(zoo=zoo, target_path=models.target, engine=engine, catalogue=catalogue, proposers=proposers,
+                   materialize=materialize, predictor_path=models.predictor, fingerprint=fingerprint,
                    threads=threads)

@@ -48,7 +48,8 @@ def main() -> int:
     from memspec_ros.core.engine import SpeculativeEngine
     from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
     from memspec_ros.core.proposer import DraftProposer
-    from memspec_ros.runtime.catalogue import Catalogue, load_zoo_manifest, zoo_fingerprint
+    from memspec_ros.runtime.catalogue import Catalogue, zoo_fingerprint
+    from memspec_ros.runtime.catalogue_file import load_catalogue_file, write_catalogue_file
     from memspec_ros.runtime.predictor_training import train_predictor
     from memspec_ros.runtime.traces import DialogueTrace, record_dialogue
     from memspec_ros.runtime.workload import multi_domain_dialogues
@@ -60,10 +61,10 @@ def main() -> int:
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     out = args.out or args.zoo / "predictor.safetensors"
-    manifest = load_zoo_manifest(args.zoo)
-    catalogue = Catalogue.from_zoo(args.zoo)
-    tok = load_tokenizer(manifest.target)
-    target = load_causal_lm(manifest.target)
+    models = load_catalogue_file(args.zoo)
+    catalogue = Catalogue.from_file(models)
+    tok = load_tokenizer(models.target)
+    target = load_causal_lm(models.target)
     engine = SpeculativeEngine(target, tok)
     drafts = {s.name: load_causal_lm(s.path) for s in catalogue}
     proposers = {n: DraftProposer(m, n) for n, m in drafts.items()}
@@ -82,7 +83,7 @@ def main() -> int:
         spec = catalogue.by_domain(turn.domain) if turn.domain else None
         return proposers[spec.name] if spec else None
 
-    fingerprint = zoo_fingerprint([manifest.target, *(s.path for s in catalogue)])
+    fingerprint = zoo_fingerprint([models.target, *(s.path for s in catalogue)])
     args.trace_dir.mkdir(parents=True, exist_ok=True)
     traces: list[DialogueTrace] = []
     t0 = time.perf_counter()
@@ -109,6 +110,10 @@ def main() -> int:
               "max_new_tokens": args.max_new_tokens, "zoo_fingerprint": fingerprint})
     fit_s = time.perf_counter() - t1
     predictor.save(out)
+    if models.predictor is None and out.resolve().parent == models.root:
+        # The catalogue names no predictor yet (a freshly exported zoo): now it has one.
+        write_catalogue_file(models.source, target=models.target, drafts=list(models.drafts), predictor=out,
+                             header="The bundled model set; format: docs/catalogue.md.")
     report = {name: vars(m) for name, m in metrics.items()}
     report["fit_seconds"] = fit_s
     # Lets an evaluation drop held-out prompts that happen to be textually identical to a

@@ -14,6 +14,7 @@ import torch
 import yaml
 from transformers import LlamaForCausalLM
 
+from memspec_ros.runtime.catalogue_file import DraftEntry, write_catalogue_file
 from training.corpora.build import corpus_path
 from training.corpora.split import read_jsonl, write_jsonl
 from training.heldout import HELDOUT_DOC_BUDGET, MAX_DOC_CHARS, make_prompts
@@ -29,7 +30,7 @@ def _member_sources() -> dict[str, tuple[Path, str]]:
         ckpt = CHECKPOINT_DIR / f"distilled-{name}"
         if not (ckpt / "model.safetensors").exists():
             ckpt = CHECKPOINT_DIR / f"draft-{name}"
-        members[f"draft-{name}"] = (ckpt, "mixed" if name == "general" else name)
+        members[f"draft-{name}"] = (ckpt, name)
     return members
 
 
@@ -75,9 +76,16 @@ def export_heldout() -> None:
 
 
 def export_all() -> None:
-    """Export models, catalogue and held-out data."""
+    """Export models, the catalogue file, the build record (zoo.yaml) and held-out data."""
     entries = export_models()
     with (ZOO_DIR / "zoo.yaml").open("w", encoding="utf-8") as fh:
         yaml.safe_dump({"tokenizer": "shared (identical files in every model dir)",
                         "load_dtype": "float32", "models": entries}, fh, sort_keys=False)
+    # The predictor is trained after export (scripts/train_predictor.py adds it to the file).
+    drafts = [DraftEntry(name=str(e["name"]), path=ZOO_DIR / str(e["name"]), domain=str(e["domain"]))
+              for e in entries if e["name"] != "target"]
+    predictor = ZOO_DIR / "predictor.safetensors"
+    write_catalogue_file(ZOO_DIR, target=ZOO_DIR / "target", drafts=drafts,
+                         predictor=predictor if predictor.exists() else None,
+                         header="The bundled model set; format: docs/catalogue.md.")
     export_heldout()

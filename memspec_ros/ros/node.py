@@ -160,8 +160,8 @@ class MemSpecNode(LifecycleNode):
         elif not resident:
             self.get_logger().warning("no draft fits the memory budget: serving target-only")
         self.get_logger().info(
-            f"configured in {time.monotonic() - t0:.1f} s: model_root={config.model_root}, "
-            f"target={config.target_path.name}, "
+            f"configured in {time.monotonic() - t0:.1f} s: catalogue={config.catalogue.source}, "
+            f"target={config.catalogue.target.name}, "
             f"drafts={self.runtime.catalogue.names}, resident={resident}, policy={config['policy']}, "
             f"budget={self.runtime.budget.describe()}, check_interval={config['check_interval']}, "
             f"k={config['num_speculative_tokens']}, storage={config['storage_bandwidth_mbps'] or 'native'} MB/s"
@@ -652,7 +652,8 @@ class MemSpecNode(LifecycleNode):
             except Exception as exc:  # any reason the policy cannot serve is a refusal
                 return SetParametersResult(successful=False, reason=(
                     f"policy '{changes['policy']}' cannot serve the loaded drafts {runtime.catalogue.names}: "
-                    f"{type(exc).__name__}: {exc} (check static_draft / predictor_path, or keep the current policy)"))
+                    f"{type(exc).__name__}: {exc} (check static_draft and the catalogue's predictor, "
+                    "or keep the current policy)"))
         with self._lock:
             self._pending_changes.update(changes)
             if policy is not None:

@@ -15,8 +15,7 @@ or type in the params file must not crash the node at start-up (rclpy raises fro
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from rcl_interfaces.msg import (
@@ -31,6 +30,7 @@ from rclpy.node import Node
 from memspec_ros import knobs
 from memspec_ros.bundled_zoo import bundled_zoo_root
 from memspec_ros.knobs import KnobBound
+from memspec_ros.runtime.catalogue_file import CatalogueFile, CatalogueFileError, load_catalogue_file
 from memspec_ros.runtime.policies import POLICY_NAMES, policy_class
 
 #: Policies a node can serve with: every runtime policy except the oracle, which needs a
@@ -42,9 +42,6 @@ BUSY_POLICIES = ("reject", "queue")
 #: Parameters that may change while the node runs; every other one shapes what configure
 #: loads and is read-only (set at start-up; changing it means restarting the node).
 RUNTIME_CHANGEABLE = frozenset({"policy", "check_interval", "num_speculative_tokens"})
-
-_DEFAULT_DRAFTS = ("robot", "code", "math", "legal", "prose", "general")
-
 
 @dataclass(frozen=True)
 class ParamSpec:
@@ -95,15 +92,10 @@ class ParamSpec:
 
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("autostart", False, "Configure and activate right after start-up (what a launch file's auto-transitions do)."),
-    ParamSpec("model_root", "", "Directory that holds the target and draft model folders; every model path must resolve inside it. Empty = the bundled zoo."),
-    ParamSpec("target", "target", "Folder of the target model, relative to model_root."),
-    ParamSpec("draft_names", [f"draft-{d}" for d in _DEFAULT_DRAFTS], "Draft names, in catalogue order."),
-    ParamSpec("draft_paths", [f"draft-{d}" for d in _DEFAULT_DRAFTS], "Draft folders relative to model_root, one per draft_names entry."),
-    ParamSpec("draft_domains", list(_DEFAULT_DRAFTS), "Domain of each draft (used by domain hints and the predictor), one per draft_names entry."),
-    ParamSpec("predictor_path", "predictor.safetensors", "Draft predictor weights (memspec policies), relative to model_root."),
+    ParamSpec("catalogue", "", "Catalogue file (or a folder holding catalogue.yaml) naming the target, the drafts and the predictor; every model lies beside it (docs/catalogue.md). Empty = the bundled zoo."),
     ParamSpec("tolerate_bad_drafts", False, "If true, a draft that fails validation at configure is marked unusable and the node serves without it; if false, configure fails."),
     ParamSpec("policy", "memspec", "Draft scheduling policy (changeable at run time).", choices=POLICIES),
-    ParamSpec("static_draft", "draft-general", "Draft used by the 'static' policy."),
+    ParamSpec("static_draft", "", "Draft used by the 'static' policy; empty = the catalogue's draft of domain 'general' (else its first draft)."),
     ParamSpec("budget_drafts", 2, "Memory budget as a number of the largest drafts; 0 = use budget_bytes.", int_range=knobs.BUDGET_DRAFTS),
     ParamSpec("budget_bytes", 0, "Memory budget for resident drafts in bytes (used when budget_drafts is 0).", int_range=knobs.BUDGET_BYTES),
     ParamSpec("check_interval", 4, "Speculative rounds between scheduling decisions (prediction, prefetch, eviction); changeable at run time.", int_range=knobs.CHECK_INTERVAL),
@@ -134,23 +126,12 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class DraftEntry:
-    """One configured draft."""
-
-    name: str
-    path: Path
-    domain: str
-
-
-@dataclass(frozen=True)
 class NodeConfig:
     """Validated parameter values, the input of everything configure builds."""
 
     values: dict[str, Any]
-    model_root: Path
-    target_path: Path
-    predictor_path: Path
-    drafts: tuple[DraftEntry, ...] = field(default_factory=tuple)
+    catalogue: CatalogueFile
+    """The parsed catalogue file: target, drafts and predictor, every path resolved."""
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -172,24 +153,11 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
 
 
-def _confined(root: Path, relative: str, what: str) -> Path:
-    """Resolve a model folder inside root; refuse escapes such as '..' or symlinks out."""
-    if not relative:
-        raise ConfigError(f"parameter '{what}' is empty: give a folder name under model_root ({root})")
-    candidate = (root / relative).resolve()
-    if candidate != root and root not in candidate.parents:
-        raise ConfigError(
-            f"parameter '{what}' = '{relative}' resolves to {candidate}, outside model_root {root}: "
-            "model folders must lie under model_root"
-        )
-    return candidate
-
-
 def validate(values: dict[str, Any], problems: dict[str, str] | None = None) -> NodeConfig:
     """Check every value against its spec and cross-parameter rules.
 
-    Raises ConfigError naming the first offending parameter. Paths are checked for
-    existence and confinement here; whether they hold loadable models is the loader's job.
+    Raises ConfigError naming the first offending parameter. The catalogue file is read and
+    its paths checked here; whether they hold loadable, compatible models is configure's job.
     """
     for name, problem in (problems or {}).items():
         raise ConfigError(f"parameter '{name}' has an invalid value in the params file: {problem}")
@@ -204,38 +172,23 @@ def validate(values: dict[str, Any], problems: dict[str, str] | None = None) -> 
         ):
             raise ConfigError(f"parameter '{spec.name}' = {v} is outside [{spec.float_range[0]}, {spec.float_range[1]}]")
 
-    root = Path(values["model_root"]).expanduser() if values["model_root"] else bundled_zoo_root()
-    root = root.resolve()
-    if not root.is_dir():
-        raise ConfigError(f"parameter 'model_root' = '{root}' is not a directory: point it at the folder holding the models")
-    target = _confined(root, values["target"], "target")
-    if not target.is_dir():
-        raise ConfigError(f"parameter 'target': model folder {target} does not exist")
-
-    names, paths, domains = values["draft_names"], values["draft_paths"], values["draft_domains"]
-    if not (len(names) == len(paths) == len(domains)):
-        raise ConfigError(
-            f"parameters 'draft_names' ({len(names)}), 'draft_paths' ({len(paths)}) and "
-            f"'draft_domains' ({len(domains)}) must have one entry per draft"
-        )
-    if len(set(names)) != len(names):
-        raise ConfigError(f"parameter 'draft_names' has duplicates: {list(names)}")
-    drafts = tuple(
-        DraftEntry(name=n, path=_confined(root, p, f"draft_paths[{i}]"), domain=d)
-        for i, (n, p, d) in enumerate(zip(names, paths, domains, strict=True))
-    )
-    if values["policy"] == "static" and values["static_draft"] not in names:
-        raise ConfigError(f"parameter 'static_draft' = '{values['static_draft']}' is not in draft_names {list(names)}")
+    try:
+        catalogue = load_catalogue_file(values["catalogue"] or bundled_zoo_root())
+    except CatalogueFileError as exc:
+        raise ConfigError(f"parameter 'catalogue': {exc}") from exc
+    names = catalogue.draft_names
+    if values["policy"] == "static" and values["static_draft"] and values["static_draft"] not in names:
+        raise ConfigError(f"parameter 'static_draft' = '{values['static_draft']}' is not a draft of "
+                          f"{catalogue.source} (has {names})")
     if values["budget_drafts"] == 0 and values["budget_bytes"] == 0:
         raise ConfigError("parameters 'budget_drafts' and 'budget_bytes' are both 0: set one of them")
-    predictor = _confined(root, values["predictor_path"], "predictor_path")
-    if policy_class(values["policy"]).needs_predictor and not predictor.is_file():
+    if policy_class(values["policy"]).needs_predictor and catalogue.predictor is None:
         raise ConfigError(
-            f"parameter 'predictor_path': {predictor} does not exist; policy '{values['policy']}' needs the "
-            "trained predictor (scripts/train_predictor.py), or choose another policy"
+            f"parameter 'catalogue': {catalogue.source} names no predictor; policy '{values['policy']}' needs one "
+            "(train it with `memspec_build predictor` and add `predictor:` to the file), or choose a policy "
+            "without a predictor"
         )
-    return NodeConfig(values=dict(values), model_root=root, target_path=target, predictor_path=predictor,
-                      drafts=drafts)
+    return NodeConfig(values=dict(values), catalogue=catalogue)
 
 
 def read_values(node: Node) -> dict[str, Any]:

@@ -14,9 +14,10 @@ import torch
 
 from memspec_ros.core.engine import SpeculativeEngine
 from memspec_ros.core.errors import InvalidRequestError, ModelLoadError, VocabularyMismatchError
-from memspec_ros.core.model_loading import check_vocab_compatible, configure_threads, load_causal_lm, load_tokenizer
+from memspec_ros.core.model_loading import configure_threads, load_causal_lm, load_tokenizer
 from memspec_ros.ros.parameters import ConfigError, NodeConfig
 from memspec_ros.runtime.catalogue import Budget, Catalogue, CatalogueError, DraftSpec
+from memspec_ros.runtime.model_set_checks import ModelSetError, check_draft, check_predictor
 from memspec_ros.runtime.policies import Policy, make_policy
 from memspec_ros.runtime.runtime import DraftRuntime, RuntimeConfig, make_materializer
 from memspec_ros.runtime.storage import StorageModel
@@ -34,13 +35,13 @@ class BuiltRuntime:
 
 
 def build_policy(config: NodeConfig, draft_names: list[str]) -> Policy:
-    """The policy named by the ``policy`` parameter, with the zoo's predictor where needed."""
+    """The policy named by the ``policy`` parameter, with the catalogue's predictor where needed."""
     try:
         return make_policy(
             config["policy"],
-            predictor=config.predictor_path,
+            predictor=config.catalogue.predictor,
             draft_names=draft_names,
-            static_draft=config["static_draft"],
+            static_draft=config["static_draft"] or None,
         )
     except (ValueError, OSError) as exc:
         raise ConfigError(f"parameter 'policy' = '{config['policy']}': {exc}") from exc
@@ -68,22 +69,28 @@ def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> Buil
     if config["device"].startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"parameter 'device' = '{config['device']}': no CUDA device is available here")
     configure_threads(config["num_threads"] or None)
-    roots = [config.model_root]
+    models = config.catalogue
+    roots = [models.root]
     try:
-        tokenizer = load_tokenizer(config.target_path, allowed_roots=roots)
+        tokenizer = load_tokenizer(models.target, allowed_roots=roots)
         target = load_causal_lm(
-            config.target_path, dtype=_DTYPES[config["dtype"]], device=config["device"], allowed_roots=roots
+            models.target, dtype=_DTYPES[config["dtype"]], device=config["device"], allowed_roots=roots
         )
     except ModelLoadError as exc:
-        raise ConfigError(f"parameter 'target': {exc}") from exc
+        raise ConfigError(f"parameter 'catalogue': target of {models.source}: {exc}") from exc
+    if models.predictor is not None:  # checked whatever the policy: a run-time switch may need it
+        try:
+            check_predictor(models.predictor, target.config, models.draft_names)
+        except ModelSetError as exc:
+            raise ConfigError(f"parameter 'catalogue': {exc}") from exc
 
     specs: list[DraftSpec] = []
     unusable: dict[str, str] = {}
-    for entry in config.drafts:
+    for entry in models.drafts:
         try:
-            check_vocab_compatible(tokenizer, load_tokenizer(entry.path, allowed_roots=roots), entry.name)
+            check_draft(tokenizer, target.config, entry)
             specs.append(DraftSpec.from_dir(entry.name, entry.path, entry.domain, dtype=_DTYPES[config["dtype"]]))
-        except (ModelLoadError, VocabularyMismatchError, CatalogueError, OSError) as exc:
+        except (ModelLoadError, VocabularyMismatchError, ModelSetError, CatalogueError, OSError) as exc:
             unusable[entry.name] = f"({entry.path}) {exc}"
     if unusable and not config["tolerate_bad_drafts"]:
         # Every bad draft at once: an operator fixes them all before configuring again.
@@ -93,7 +100,7 @@ def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> Buil
         )
     for name, why in unusable.items():
         log.warning("draft '%s' is unusable and will not be served: %s", name, why)
-    if config["policy"] == "static" and config["static_draft"] in unusable:
+    if config["policy"] == "static" and config["static_draft"] and config["static_draft"] in unusable:
         raise ConfigError(f"parameter 'static_draft' = '{config['static_draft']}' names an unusable draft")
     catalogue = Catalogue(specs)
     budget = Budget.drafts(config["budget_drafts"]) if config["budget_drafts"] else Budget.bytes(config["budget_bytes"])

@@ -16,10 +16,9 @@ from .catalogue import (
     Catalogue,
     CatalogueError,
     DraftSpec,
-    ZooManifest,
-    load_zoo_manifest,
     zoo_fingerprint,
 )
+from .catalogue_file import CatalogueFile, CatalogueFileError, load_catalogue_file
 from .context import ContextFeatures, ContextTracker
 from .conversation import Conversation
 from .cost_model import CostModel, calibrate_overheads, measure_cost_model
@@ -34,7 +33,6 @@ from .runtime import (
     RoundEvent,
     RuntimeConfig,
     RuntimeStats,
-    check_catalogue_vocab,
     make_materializer,
 )
 from .scheduler import Scheduler
@@ -56,6 +54,8 @@ __all__ = [
     "BudgetExceeded",
     "Catalogue",
     "CatalogueError",
+    "CatalogueFile",
+    "CatalogueFileError",
     "ContextFeatures",
     "ContextTracker",
     "Conversation",
@@ -92,10 +92,8 @@ __all__ = [
     "TurnTrace",
     "VirtualClock",
     "VirtualLoader",
-    "ZooManifest",
     "calibrate_overheads",
-    "check_catalogue_vocab",
-    "load_zoo_manifest",
+    "load_catalogue_file",
     "make_materializer",
     "make_policy",
     "measure_cost_model",

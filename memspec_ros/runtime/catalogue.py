@@ -22,6 +22,7 @@ import torch
 
 from memspec_ros.core.model_footprint import ModelFootprint
 from memspec_ros.core.model_loading import inspect_footprint, weight_files
+from memspec_ros.runtime.catalogue_file import CatalogueFile, load_catalogue_file
 
 
 class CatalogueError(ValueError):
@@ -126,18 +127,19 @@ class Catalogue(Sequence[DraftSpec]):
         )
 
     @classmethod
-    def from_zoo(cls, zoo_dir: Path | str, names: Iterable[str] | None = None, *,
-                 dtype: torch.dtype = torch.float32) -> Catalogue:
-        """Read the drafts of a zoo from its ``zoo.yaml`` (see :func:`load_zoo_manifest`)."""
-        manifest = load_zoo_manifest(zoo_dir)
-        drafts = manifest.drafts
+    def from_file(cls, catalogue: CatalogueFile | Path | str, names: Iterable[str] | None = None, *,
+                  dtype: torch.dtype = torch.float32) -> Catalogue:
+        """The drafts of a catalogue file (:mod:`.catalogue_file`), optionally only ``names``."""
+        if not isinstance(catalogue, CatalogueFile):
+            catalogue = load_catalogue_file(catalogue)
+        entries = list(catalogue.drafts)
         if names is not None:
             wanted = list(names)
-            missing = [n for n in wanted if n not in drafts]
+            missing = [n for n in wanted if n not in catalogue.draft_names]
             if missing:
-                raise CatalogueError(f"drafts {missing} not in {zoo_dir}/zoo.yaml (has {sorted(drafts)})")
-            drafts = {n: drafts[n] for n in wanted}
-        return cls(DraftSpec.from_dir(n, p, manifest.domains.get(n), dtype=dtype) for n, p in drafts.items())
+                raise CatalogueError(f"drafts {missing} not in {catalogue.source} (has {catalogue.draft_names})")
+            entries = [catalogue.draft(n) for n in wanted]
+        return cls(DraftSpec.from_dir(e.name, e.path, e.domain, dtype=dtype) for e in entries)
 
 
 def zoo_fingerprint(paths: Iterable[Path]) -> str:
@@ -158,52 +160,6 @@ def zoo_fingerprint(paths: Iterable[Path]) -> str:
                 fh.seek(max(0, size - (1 << 16)))
                 h.update(fh.read())
     return h.hexdigest()[:12]
-
-
-@dataclass(frozen=True)
-class ZooManifest:
-    """What the runtime takes from ``zoo.yaml``: the target's directory and the drafts."""
-
-    target: Path
-    drafts: dict[str, Path]
-    domains: dict[str, str]
-
-
-def load_zoo_manifest(zoo_dir: Path | str) -> ZooManifest:
-    """Parse ``zoo.yaml``: a ``models`` list of ``{name, path, domain, ...}`` entries.
-
-    The member called ``target`` is the target; every ``draft-*`` member is a draft. Relative
-    paths are tried against the zoo directory, then against the repository root (two levels
-    up), since the zoo pipeline writes repository-relative paths.
-    """
-    import yaml
-
-    zoo_dir = Path(zoo_dir)
-    data = yaml.safe_load((zoo_dir / "zoo.yaml").read_text()) or {}
-
-    def _resolve(value: str) -> Path:
-        p = Path(value)
-        if p.is_absolute():
-            return p
-        for base in (zoo_dir, zoo_dir.parent.parent, zoo_dir.parent):
-            if (base / p).exists():
-                return base / p
-        return zoo_dir / p.name
-
-    target: Path | None = None
-    drafts: dict[str, Path] = {}
-    domains: dict[str, str] = {}
-    for entry in data.get("models", []):
-        name = str(entry["name"])
-        path = _resolve(str(entry.get("path", name)))
-        if name == "target":
-            target = path
-        else:
-            drafts[name] = path
-            domains[name] = str(entry.get("domain") or re.sub(r"^draft-", "", name))
-    if target is None:
-        raise CatalogueError(f"{zoo_dir / 'zoo.yaml'} lists no model called 'target'")
-    return ZooManifest(target=target, drafts=drafts, domains=domains)
 
 
 _SIZE_RE = re.compile(r"^\s*([0-9.]+)\s*([kmg]i?b?|b|bytes?)?\s*$", re.IGNORECASE)

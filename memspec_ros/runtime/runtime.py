@@ -32,10 +32,8 @@ from memspec_ros.core.engine import DecodeState, Prompt, SpeculativeEngine
 from memspec_ros.core.finish_reason import FinishReason
 from memspec_ros.core.model_loading import (
     build_empty_model,
-    check_vocab_compatible,
     load_config,
     load_state_from_bytes,
-    load_tokenizer,
 )
 from memspec_ros.core.proposer import DraftProposer
 from memspec_ros.core.sampling import GREEDY, SamplingParams
@@ -104,12 +102,6 @@ def make_materializer(catalogue: Catalogue, *, dtype: torch.dtype = torch.float3
         return DraftProposer(model, spec.name)
 
     return materialize
-
-
-def check_catalogue_vocab(catalogue: Catalogue, target_tokenizer) -> None:
-    """Raise ``VocabularyMismatchError`` naming the first draft whose tokenizer differs."""
-    for spec in catalogue:
-        check_vocab_compatible(target_tokenizer, load_tokenizer(spec.path), spec.name)
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,8 @@ def zoo_engine():
 def zoo_copy(tmp_path: Path) -> Path:
     """A private copy of the bundled zoo that a test may damage (large files hard-linked).
 
-    Hard links, not symlinks: the node refuses model paths that resolve outside model_root.
+    Hard links, not symlinks: the node refuses model paths that resolve outside the catalogue's
+    folder.
     """
     import os
     import shutil

@@ -57,21 +57,28 @@ def test_bad_parameter_fails_configure_and_node_stays_unconfigured(client_node, 
         assert "check_interval" in node.log()
 
 
-def test_bad_choice_and_escaping_path_are_named(client_node, params_file) -> None:
-    # One fault per configure: with both at once the policy is reported first and the
-    # path check would never be exercised.
+def test_bad_choice_escaping_path_and_foreign_predictor_are_named(client_node, params_file, zoo_copy) -> None:
+    # One fault per configure: with several at once only the first is reported.
     with NodeProcess(params_file, overrides={"policy": "fastest"}) as node:
         lc = LifecycleClient(client_node)
         assert lc.wait_for_services(60.0), node.log()
         assert not lc.change_state("configure")
         assert lc.get_state() == "unconfigured"
         assert "'policy'" in node.log()
-    with NodeProcess(params_file, overrides={"target": "../../etc"}) as node:
+    catalogue = zoo_copy / "catalogue.yaml"
+    original = catalogue.read_text()
+    catalogue.write_text(original.replace("target: target", "target: ../../etc"))
+    with NodeProcess(params_file, overrides={"catalogue": str(zoo_copy)}) as node:
         lc = LifecycleClient(client_node)
         assert lc.wait_for_services(60.0), node.log()
         assert not lc.change_state("configure")
         assert lc.get_state() == "unconfigured"
-        assert "'target'" in node.log() and "outside model_root" in node.log(), node.log()
+        assert "'catalogue'" in node.log() and "outside the catalogue's folder" in node.log(), node.log()
+        # Fixed in place, configure is retried: now the predictor does not know a renamed draft.
+        catalogue.write_text(original.replace("name: draft-robot", "name: draft-bot"))
+        assert not lc.change_state("configure")
+        failure = next(line for line in node.log().splitlines() if "configure failed" in line)
+        assert "predictor" in failure and "'draft-bot'" in failure and "memspec_build predictor" in failure, failure
 
 
 def test_autostart_configures_and_activates(client_node, params_file) -> None:

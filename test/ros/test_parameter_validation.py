@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from memspec_ros import knobs
+from memspec_ros.bundled_zoo import bundled_zoo_root
 from memspec_ros.ros.parameters import (
     PARAMS,
     PARAMS_BY_NAME,
@@ -23,19 +24,33 @@ def _defaults(**changes: object) -> dict[str, object]:
     return values
 
 
+_DRAFTS = ["draft-robot", "draft-code", "draft-general"]
+
+
 def _root(tmp_path: Path, predictor: bool) -> Path:
-    """A model_root with the folders validation looks at (it does not load weights)."""
-    for name in ["target", *PARAMS_BY_NAME["draft_paths"].default]:
+    """A catalogue with the folders validation looks at (it does not load weights)."""
+    for name in ["target", *_DRAFTS]:
         (tmp_path / name).mkdir()
+    lines = ["target: target"]
     if predictor:
         (tmp_path / "predictor.safetensors").write_bytes(b"")
-    return tmp_path
+        lines.append("predictor: predictor.safetensors")
+    lines.append("drafts:")
+    lines += [f"  - {{name: {n}, path: {n}, domain: {n.removeprefix('draft-')}}}" for n in _DRAFTS]
+    (tmp_path / "catalogue.yaml").write_text("\n".join(lines) + "\n")
+    return tmp_path / "catalogue.yaml"
 
 
 def test_the_defaults_are_valid(tmp_path) -> None:
-    cfg = validate(_defaults(model_root=str(_root(tmp_path, predictor=True))))
-    assert [d.name for d in cfg.drafts] == PARAMS_BY_NAME["draft_names"].default
-    assert cfg.target_path == (tmp_path / "target").resolve()
+    cfg = validate(_defaults(catalogue=str(_root(tmp_path, predictor=True))))
+    assert cfg.catalogue.draft_names == _DRAFTS
+    assert cfg.catalogue.target == (tmp_path / "target").resolve()
+
+
+def test_the_default_catalogue_is_the_bundled_zoo() -> None:
+    cfg = validate(_defaults())
+    assert cfg.catalogue.source == (bundled_zoo_root() / "catalogue.yaml").resolve()
+    assert "draft-general" in cfg.catalogue.draft_names and cfg.catalogue.predictor is not None
 
 
 @pytest.mark.parametrize(("name", "knob"), [("num_speculative_tokens", knobs.K),
@@ -50,7 +65,7 @@ def test_shared_knobs_use_the_one_bounds_table(tmp_path, name, knob) -> None:
     root = str(_root(tmp_path, predictor=True))
     step = 1 if knob.integer else 0.5
     with pytest.raises(ConfigError, match=f"parameter '{name}'.*outside"):
-        validate(_defaults(model_root=root, **{name: type(spec.default)(knob.high + step)}))
+        validate(_defaults(catalogue=root, **{name: type(spec.default)(knob.high + step)}))
     descriptor = spec.descriptor()
     ranges = descriptor.integer_range or descriptor.floating_point_range
     assert (ranges[0].from_value, ranges[0].to_value) == (knob.low, knob.high)
@@ -60,36 +75,28 @@ def test_shared_knobs_use_the_one_bounds_table(tmp_path, name, knob) -> None:
     ({"policy": "oracle"}, "'policy' = 'oracle' is not one of"),
     ({"dtype": "int8"}, "'dtype'"),
     ({"load_timeout_s": float("nan")}, "'load_timeout_s'"),
-    ({"draft_domains": ["robot"]}, "one entry per draft"),
-    ({"draft_names": ["a", "a", "b", "c", "d", "e"]}, "duplicates"),
-    ({"target": "../elsewhere"}, "outside model_root"),
-    ({"target": ""}, "'target' is empty"),
+    ({"catalogue": "/nonexistent/catalogue.yaml"}, "'catalogue'.*does not exist"),
     ({"budget_drafts": 0, "budget_bytes": 0}, "both 0"),
     ({"policy": "static", "static_draft": "draft-poetry"}, "'static_draft'"),
 ])
 def test_bad_values_are_refused_naming_the_parameter(tmp_path, changes, match) -> None:
     with pytest.raises(ConfigError, match=match):
-        validate(_defaults(model_root=str(_root(tmp_path, predictor=True)), **changes))
+        validate(_defaults(catalogue=str(_root(tmp_path, predictor=True)), **changes))
 
 
 def test_params_file_problems_are_reported_first(tmp_path) -> None:
     with pytest.raises(ConfigError, match="'max_queue' has an invalid value in the params file: boom"):
-        validate(_defaults(model_root=str(_root(tmp_path, predictor=True))), {"max_queue": "boom"})
+        validate(_defaults(catalogue=str(_root(tmp_path, predictor=True))), {"max_queue": "boom"})
 
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_only_predictor_policies_need_the_predictor_file(tmp_path, policy) -> None:
-    values = _defaults(model_root=str(_root(tmp_path, predictor=False)), policy=policy)
+    values = _defaults(catalogue=str(_root(tmp_path, predictor=False)), policy=policy)
     if policy in ("memspec", "memspec-predict-only"):
-        with pytest.raises(ConfigError, match=r"'predictor_path'.*needs the trained predictor"):
+        with pytest.raises(ConfigError, match=r"'catalogue'.*names no predictor; policy .* needs one"):
             validate(values)
     else:
         assert validate(values).values["policy"] == policy
-
-
-def test_model_root_must_exist(tmp_path) -> None:
-    with pytest.raises(ConfigError, match=r"'model_root'.*not a directory"):
-        validate(_defaults(model_root=str(tmp_path / "missing")))
 
 
 def test_only_the_run_time_knobs_are_writable_after_start_up() -> None:

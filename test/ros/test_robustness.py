@@ -51,7 +51,7 @@ def test_bad_drafts_fail_configure_naming_each_and_can_be_tolerated(client_node,
     (zoo_copy / "draft-prose" / "model.safetensors").unlink()  # pickle weights only: refused
     (zoo_copy / "draft-prose" / "pytorch_model.bin").write_bytes(b"not even a pickle")
     broken = ("draft-code", "draft-math", "draft-legal", "draft-prose")
-    with NodeProcess(params_file, overrides={"model_root": str(zoo_copy)}) as node:
+    with NodeProcess(params_file, overrides={"catalogue": str(zoo_copy)}) as node:
         lc = LifecycleClient(client_node)
         assert lc.wait_for_services(60.0), node.log()
         assert not lc.change_state("configure")
@@ -61,7 +61,7 @@ def test_bad_drafts_fail_configure_naming_each_and_can_be_tolerated(client_node,
             assert f"'{name}'" in failure, (name, failure)
         assert "safetensors" in failure.split("'draft-prose'")[1]
         assert "'draft-robot'" not in failure and "'draft-general'" not in failure
-    with NodeProcess(params_file, overrides={"model_root": str(zoo_copy), "tolerate_bad_drafts": True}) as node:
+    with NodeProcess(params_file, overrides={"catalogue": str(zoo_copy), "tolerate_bad_drafts": True}) as node:
         lc = LifecycleClient(client_node)
         assert lc.wait_for_services(60.0), node.log()
         assert lc.change_state("configure"), node.log()
@@ -81,7 +81,7 @@ def test_draft_that_fails_to_load_mid_generation_keeps_output_exact(
     carries on with what is resident, and the text is still exactly the target's."""
     diags: list[DiagnosticArray] = []
     sub = client_node.create_subscription(DiagnosticArray, "/diagnostics", diags.append, 50)
-    node, _ = _start_active(client_node, params_file, {"model_root": str(zoo_copy)})
+    node, _ = _start_active(client_node, params_file, {"catalogue": str(zoo_copy)})
     try:
         weights = zoo_copy / "draft-legal" / "model.safetensors"
         _damage(weights, weights.read_bytes()[:100])

@@ -1,4 +1,4 @@
-"""Catalogue sizing from safetensors headers, budgets, and the zoo manifest."""
+"""Catalogue sizing from safetensors headers, and budgets."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 from safetensors.torch import load_file
 
-from memspec_ros.runtime import Budget, Catalogue, CatalogueError, load_zoo_manifest, make_materializer
+from memspec_ros.runtime import Budget, Catalogue, CatalogueError, make_materializer
 
 
 def test_sizes_are_what_a_loaded_draft_occupies(world) -> None:
@@ -66,15 +65,3 @@ def test_missing_weights_is_a_catalogue_error(tmp_path: Path) -> None:
         Catalogue.from_dirs({"draft-x": tmp_path / "empty"})
 
 
-def test_zoo_manifest(world, tmp_path: Path) -> None:
-    zoo = tmp_path / "models" / "zoo"
-    zoo.mkdir(parents=True)
-    entries = [{"name": "target", "path": str(world.dirs["target"]), "domain": "all"},
-               {"name": "draft-copy", "path": str(world.dirs["draft-copy"]), "domain": "robot"},
-               {"name": "draft-general", "path": str(world.dirs["draft-general"]), "domain": "mixed"}]
-    (zoo / "zoo.yaml").write_text(yaml.safe_dump({"models": entries}))
-    manifest = load_zoo_manifest(zoo)
-    assert manifest.target == world.dirs["target"]
-    cat = Catalogue.from_zoo(zoo)
-    assert cat.names == ["draft-copy", "draft-general"]
-    assert cat.by_domain("robot").name == "draft-copy"

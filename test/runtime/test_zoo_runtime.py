@@ -21,12 +21,12 @@ ZOO = bundled_zoo_root()
 def zoo():
     from memspec_ros.core.engine import SpeculativeEngine
     from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
-    from memspec_ros.runtime import Catalogue, load_zoo_manifest
+    from memspec_ros.runtime import Catalogue, load_catalogue_file
 
     torch.set_num_threads(1)
-    manifest = load_zoo_manifest(ZOO)
-    engine = SpeculativeEngine(load_causal_lm(manifest.target), load_tokenizer(manifest.target))
-    return engine, Catalogue.from_zoo(ZOO)
+    models = load_catalogue_file(ZOO)
+    engine = SpeculativeEngine(load_causal_lm(models.target), load_tokenizer(models.target))
+    return engine, Catalogue.from_file(models)
 
 
 def _turns():
@@ -45,12 +45,16 @@ def _reference(engine) -> list[list[int]]:
 
 
 def test_catalogue_and_vocabulary(zoo) -> None:
-    from memspec_ros.runtime import check_catalogue_vocab
+    from memspec_ros.runtime import load_catalogue_file
+    from memspec_ros.runtime.model_set_checks import check_draft, check_predictor
 
     engine, catalogue = zoo
     assert len(catalogue) >= 5
     assert len({s.size_bytes for s in catalogue}) > 1, "drafts differ in size"
-    check_catalogue_vocab(catalogue, engine.tokenizer)
+    models = load_catalogue_file(ZOO)
+    for entry in models.drafts:
+        check_draft(engine.tokenizer, engine.target.config, entry)
+    check_predictor(models.predictor, engine.target.config, models.draft_names)
 
 
 @pytest.mark.parametrize("policy", ["reactive", "memspec"])

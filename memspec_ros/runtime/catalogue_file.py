@@ -1,0 +1,220 @@
+"""The catalogue file: one YAML file that names a model set (target, drafts, predictor).
+
+A robot team brings its own target and drafts; the node, the benchmark and ``memspec_build``
+all need the same facts about them, so they live in one small file next to the models
+instead of in parallel parameter lists that drift (three lists of names, paths and domains
+had to agree entry by entry before). The format::
+
+    # catalogue.yaml
+    target: target                    # model folder, relative to this file
+    predictor: predictor.safetensors  # optional; the memspec policies need it
+    drafts:
+      - name: draft-robot             # unique; what messages, hints and logs call it
+        path: draft-robot             # model folder, relative to this file
+        domain: robot                 # what the draft is specialised on (domain hints)
+        description: USER/ROBOT dialogue   # optional, for people
+
+Every path resolves (symlinks included) inside the file's own folder: a catalogue describes
+the models beside it and cannot point the node at arbitrary files. Loading checks the
+structure and that every folder and file exists; whether the models are compatible with each
+other (vocabulary, logit width, predictor) is :mod:`.model_set_checks`' job, since it reads
+their configs and tokenizers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The name of a catalogue file when a folder is given instead of a file.
+CATALOGUE_FILENAME = "catalogue.yaml"
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_TOP_KEYS = {"target", "predictor", "drafts"}
+_DRAFT_KEYS = {"name", "path", "domain", "description"}
+
+
+class CatalogueFileError(ValueError):
+    """A catalogue file is unusable; the message names the file, the entry and the fix."""
+
+
+@dataclass(frozen=True)
+class DraftEntry:
+    """One draft of a catalogue file, its folder resolved."""
+
+    name: str
+    path: Path
+    domain: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class CatalogueFile:
+    """A parsed and checked catalogue file."""
+
+    source: Path
+    """The file it was read from."""
+    target: Path
+    drafts: tuple[DraftEntry, ...]
+    predictor: Path | None
+    """The predictor file, or None when the catalogue has none (non-memspec policies only)."""
+
+    @property
+    def root(self) -> Path:
+        """The folder every path of the catalogue lies in."""
+        return self.source.parent
+
+    @property
+    def draft_names(self) -> list[str]:
+        """Draft names in catalogue order."""
+        return [d.name for d in self.drafts]
+
+    @property
+    def domains(self) -> dict[str, str]:
+        """``{draft name: domain}``."""
+        return {d.name: d.domain for d in self.drafts}
+
+    def draft(self, name: str) -> DraftEntry:
+        """The entry called ``name``; ``KeyError`` lists the known names otherwise."""
+        for entry in self.drafts:
+            if entry.name == name:
+                return entry
+        raise KeyError(f"no draft {name!r} in {self.source} (has {self.draft_names})")
+
+
+def catalogue_path(path: Path | str) -> Path:
+    """The catalogue file ``path`` names: the file itself, or ``catalogue.yaml`` in a folder."""
+    p = Path(path).expanduser()
+    return p / CATALOGUE_FILENAME if p.is_dir() else p
+
+
+def load_catalogue_file(path: Path | str) -> CatalogueFile:
+    """Read and check a catalogue file (or a folder holding ``catalogue.yaml``).
+
+    Raises :class:`CatalogueFileError` with the file, the entry and what to do on any problem:
+    unreadable YAML, unknown or missing keys, bad or duplicate names, empty domains, paths
+    that escape the file's folder or do not exist.
+    """
+    import yaml
+
+    source = catalogue_path(path).resolve()
+    if not source.is_file():
+        raise CatalogueFileError(
+            f"catalogue file {source} does not exist: give the path of a catalogue.yaml (or of the folder "
+            "holding one); `memspec_build` writes one next to the models it builds"
+        )
+    try:
+        data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise CatalogueFileError(f"catalogue file {source} is not readable YAML: {_one_line(exc)}") from exc
+    if not isinstance(data, dict):
+        raise CatalogueFileError(f"catalogue file {source} must be a mapping with keys target, drafts, predictor")
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise CatalogueFileError(f"catalogue file {source}: unknown key(s) {unknown}; allowed: {sorted(_TOP_KEYS)}")
+    root = source.parent
+    target = _model_folder(root, data.get("target"), "target", source)
+    predictor = None
+    if data.get("predictor") not in (None, ""):
+        predictor = _inside(root, data["predictor"], "predictor", source)
+        if not predictor.is_file():
+            raise CatalogueFileError(
+                f"catalogue file {source}: predictor {predictor} does not exist; train one with "
+                "`memspec_build predictor`, or remove the key (then only policies without a predictor work)"
+            )
+    raw_drafts = data.get("drafts")
+    if not isinstance(raw_drafts, list) or not raw_drafts:
+        raise CatalogueFileError(f"catalogue file {source}: 'drafts' must be a non-empty list of draft entries")
+    drafts: list[DraftEntry] = []
+    for i, raw in enumerate(raw_drafts):
+        drafts.append(_draft_entry(root, raw, i, source))
+    names = [d.name for d in drafts]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise CatalogueFileError(f"catalogue file {source}: draft name(s) {duplicates} appear more than once")
+    return CatalogueFile(source=source, target=target, drafts=tuple(drafts), predictor=predictor)
+
+
+def _draft_entry(root: Path, raw: object, index: int, source: Path) -> DraftEntry:
+    where = f"drafts[{index}]"
+    if not isinstance(raw, dict):
+        raise CatalogueFileError(f"catalogue file {source}: {where} must be a mapping with name, path, domain")
+    unknown = sorted(set(raw) - _DRAFT_KEYS)
+    if unknown:
+        raise CatalogueFileError(f"catalogue file {source}: {where} has unknown key(s) {unknown}; "
+                                 f"allowed: {sorted(_DRAFT_KEYS)}")
+    name = raw.get("name")
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise CatalogueFileError(
+            f"catalogue file {source}: {where} name {name!r} is not a valid draft name "
+            "(1-64 characters: letters, digits, '.', '_', '-'; starting with a letter or digit)"
+        )
+    where = f"draft {name!r}"
+    domain = raw.get("domain")
+    if not isinstance(domain, str) or not domain.strip():
+        raise CatalogueFileError(f"catalogue file {source}: {where} needs a non-empty 'domain' "
+                                 "(what it is specialised on, e.g. robot, code; 'general' for a generalist)")
+    description = raw.get("description") or ""
+    if not isinstance(description, str):
+        raise CatalogueFileError(f"catalogue file {source}: {where} 'description' must be text")
+    path = _model_folder(root, raw.get("path", name), f"{where} path", source)
+    return DraftEntry(name=name, path=path, domain=domain.strip(), description=description)
+
+
+def _model_folder(root: Path, value: object, what: str, source: Path) -> Path:
+    folder = _inside(root, value, what, source)
+    if not folder.is_dir():
+        raise CatalogueFileError(f"catalogue file {source}: {what} folder {folder} does not exist")
+    return folder
+
+
+def _inside(root: Path, value: object, what: str, source: Path) -> Path:
+    """Resolve a relative path inside ``root``; refuse escapes ('..', absolute, symlinks out)."""
+    if not isinstance(value, str) or not value.strip():
+        raise CatalogueFileError(f"catalogue file {source}: {what} must be a path relative to {root}")
+    candidate = (root / value).resolve()
+    if candidate != root and root not in candidate.parents:
+        raise CatalogueFileError(
+            f"catalogue file {source}: {what} '{value}' resolves to {candidate}, outside the catalogue's "
+            f"folder {root}: put the models beside the catalogue file (or move the file up)"
+        )
+    return candidate
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return " ".join(text.split())[:300]
+
+
+def write_catalogue_file(path: Path | str, *, target: Path, drafts: list[DraftEntry],
+                         predictor: Path | None = None, header: str = "") -> Path:
+    """Write a catalogue file whose paths are relative to its folder (what the tools produce).
+
+    Every model must already lie in that folder; the file is written atomically (a reader
+    never sees half a catalogue) and read back through :func:`load_catalogue_file`.
+    """
+    import os
+
+    import yaml
+
+    source = catalogue_path(path).resolve()
+    root = source.parent
+
+    def rel(p: Path) -> str:
+        return Path(os.path.relpath(Path(p).resolve(), root)).as_posix()
+
+    data: dict[str, object] = {"target": rel(target)}
+    if predictor is not None:
+        data["predictor"] = rel(predictor)
+    data["drafts"] = [
+        {"name": d.name, "path": rel(d.path), "domain": d.domain}
+        | ({"description": d.description} if d.description else {})
+        for d in drafts
+    ]
+    text = "".join(f"# {line}\n" for line in header.splitlines()) + yaml.safe_dump(data, sort_keys=False)
+    tmp = source.with_name(source.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, source)
+    load_catalogue_file(source)
+    return source
