@@ -77,10 +77,11 @@ def zoo_engine():
 
 @pytest.fixture()
 def zoo_copy(tmp_path: Path) -> Path:
-    """A private copy of the bundled zoo that a test may damage (large files hard-linked).
+    """A private copy of the bundled zoo that a test may damage (weight files hard-linked).
 
     Hard links, not symlinks: the node refuses model paths that resolve outside the catalogue's
-    folder.
+    folder. Only weights are linked (a test replaces them, never writes into them); every
+    small file is a real copy, so editing a catalogue or a tokenizer cannot reach the original.
     """
     import os
     import shutil
@@ -96,6 +97,8 @@ def zoo_copy(tmp_path: Path) -> Path:
             continue
         out.parent.mkdir(parents=True, exist_ok=True)
         try:
+            if path.suffix != ".safetensors":
+                raise OSError("copied, not linked")
             os.link(path, out)
         except OSError:
             shutil.copy2(path, out)

@@ -113,7 +113,7 @@ def test_installed_executable_configures_with_the_bundled_models_and_serves(work
                      executable=prefix / "lib" / "memspec_ros" / "memspec_node") as node:
         lc = LifecycleClient(client_node)
         assert lc.wait_for_state("active", alive=node.alive), node.log()
-        assert f"model_root={share / 'models' / 'zoo'}" in node.log(), node.log()
+        assert f"catalogue={share / 'models' / 'zoo' / 'catalogue.yaml'}" in node.log(), node.log()
         gen = GenerateClient(client_node)
         assert gen.wait_for_server(30.0), node.log()
         call = gen.generate(make_goal("USER: Could you go to the kitchen and bring me a cup\nROBOT:", 24),

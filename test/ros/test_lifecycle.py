@@ -77,7 +77,7 @@ def test_bad_choice_escaping_path_and_foreign_predictor_are_named(client_node, p
         # Fixed in place, configure is retried: now the predictor does not know a renamed draft.
         catalogue.write_text(original.replace("name: draft-robot", "name: draft-bot"))
         assert not lc.change_state("configure")
-        failure = next(line for line in node.log().splitlines() if "configure failed" in line)
+        failure = [line for line in node.log().splitlines() if "configure failed" in line][-1]
         assert "predictor" in failure and "'draft-bot'" in failure and "memspec_build predictor" in failure, failure
 
 

@@ -81,7 +81,7 @@ def test_shared_knobs_use_the_one_bounds_table(tmp_path, name, knob) -> None:
 ])
 def test_bad_values_are_refused_naming_the_parameter(tmp_path, changes, match) -> None:
     with pytest.raises(ConfigError, match=match):
-        validate(_defaults(catalogue=str(_root(tmp_path, predictor=True)), **changes))
+        validate(_defaults(**{"catalogue": str(_root(tmp_path, predictor=True)), **changes}))
 
 
 def test_params_file_problems_are_reported_first(tmp_path) -> None:
