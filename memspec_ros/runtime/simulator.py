@@ -35,6 +35,7 @@ class SimulationResult:
 
     reports: list[GenerationReport] = field(default_factory=list)
     load_records: list[LoadRecord] = field(default_factory=list)
+    """The loader's most recent records at the end of the session (a rolling window, as in real runs)."""
     predictor_calls: int = 0
 
     @property

@@ -8,10 +8,11 @@ completes loads when virtual time reaches their modelled end.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .loader import LoadRecord, LoadTicket, LoadTotals
+from .loader import RECENT_LOAD_RECORDS, LoadRecord, LoadTicket, LoadTotals
 from .pool import DraftPool
 from .residency import DraftState
 
@@ -57,8 +58,9 @@ class VirtualLoader:
         self._queue: list[LoadTicket] = []
         self._current: _Active | None = None
         self._free_at = 0.0
-        # Every record is kept: a simulation is finite and the benchmark plots its loads.
-        self._records: list[LoadRecord] = []
+        # A rolling window, as the real loader keeps: one simulator may replay sessions for
+        # 10^6 rounds (the runtime soak); counts and times over all loads live in the totals.
+        self._records: deque[LoadRecord] = deque(maxlen=RECENT_LOAD_RECORDS)
         self._totals = LoadTotals()
         clock.follow(self.advance)
 
@@ -114,7 +116,7 @@ class VirtualLoader:
         return [t.name for t in self._tickets()]
 
     def records(self) -> list[LoadRecord]:
-        """Finished load attempts."""
+        """The most recent finished load attempts (at most :data:`RECENT_LOAD_RECORDS`), oldest first."""
         return list(self._records)
 
     def totals(self) -> LoadTotals:
