@@ -126,11 +126,17 @@ def run_hf(engine: SpeculativeEngine, ids: list[int], n: int, assistant=None, as
     return out[0, len(ids):].tolist(), time.perf_counter() - start, None
 
 
-def assistant_config(base: GenerationConfig, k: int | None) -> GenerationConfig:
+def assistant_config(base: GenerationConfig, k: int | None, schedule: str = "constant") -> GenerationConfig:
+    """The assistant's generation config: ``k`` proposals per round on ``schedule`` (None: transformers' defaults).
+
+    ``"constant"`` keeps k fixed (as our engine does); ``"heuristic"`` is transformers' adaptive
+    schedule: +2 after a round whose proposals were all accepted, -1 otherwise, carried over
+    from one ``generate`` call to the next with the same assistant.
+    """
     cfg = GenerationConfig.from_dict(base.to_dict())
     if k is not None:
         cfg.num_assistant_tokens = k
-        cfg.num_assistant_tokens_schedule = "constant"
+        cfg.num_assistant_tokens_schedule = schedule
     return cfg
 
 

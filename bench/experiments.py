@@ -37,6 +37,7 @@ from .workloads import Workload
 
 TARGET_ONLY = "target-only"
 HF_ASSISTED = "hf-assisted"
+HF_ASSISTED_HEURISTIC = "hf-assisted-heuristic"
 ABLATION = ("memspec", "memspec-predict-only", "memspec-manage-only")
 
 
@@ -94,7 +95,7 @@ def run_headline(bench: Bench) -> Headline:
     cfg, tb = bench.cfg, bench.testbed
     sessions, traces = bench.workload.sessions, bench.traces
     hf_draft = best_single_draft(traces, tb.catalogue.names, bench.calibration.cost, cfg.k)
-    configs = [*bench.policies, TARGET_ONLY, HF_ASSISTED]
+    configs = [*bench.policies, TARGET_ONLY, HF_ASSISTED, HF_ASSISTED_HEURISTIC]
     real: dict[str, list[RunMeasure]] = {c: [] for c in configs}
     timeline_session = max(range(len(sessions)), key=lambda i: (len(sessions[i].topic_shifts), -i))
     timelines: dict[str, dict[str, object]] = {}
@@ -105,8 +106,9 @@ def run_headline(bench: Bench) -> Headline:
             for name in _rotated(configs, i):
                 if name == TARGET_ONLY:
                     real[name].append(run_target_only(tb.engine, session, trace))
-                elif name == HF_ASSISTED:
-                    real[name].append(run_hf_assisted(tb, trace, hf_draft, cfg.k, bench.calibration.cost))
+                elif name in (HF_ASSISTED, HF_ASSISTED_HEURISTIC):
+                    schedule = "heuristic" if name == HF_ASSISTED_HEURISTIC else "constant"
+                    real[name].append(run_hf_assisted(tb, trace, hf_draft, cfg.k, bench.calibration.cost, schedule))
                 else:
                     measure, reports = run_policy(tb, session, trace, bench.factory, name, bench.budget, config)
                     real[name].append(measure)

@@ -3,11 +3,15 @@
 ``model.generate(assistant_model=draft)`` is what a user of transformers gets out of the box.
 It takes one assistant for the whole conversation, so it is given the draft that is best for
 the workload *in hindsight* (highest simulated tokens/s over the sessions' exact traces, all
-drafts resident) - a choice no online system could make, which favours the peer. Settings
-match ours: greedy, ``num_assistant_tokens = k`` with a constant schedule, same ``max_new_tokens``
-and end-of-sequence tokens, same thread count. ``generate`` keeps no cache between calls, so each
-turn re-encodes the dialogue so far (measured: passing the previous turn's cache back in
-together with an assistant gave wrong tokens in transformers 5.x, so it is not used).
+drafts resident) - a choice no online system could make, which favours the peer. Two schedules
+run: ``hf-assisted`` matches our settings (``num_assistant_tokens = k``, constant) and
+``hf-assisted-heuristic`` uses transformers' adaptive heuristic schedule starting from k
+(+2 after a fully accepted round, -1 otherwise; transformers 5.x's own unset default is a
+constant 20 tokens cut short by the assistant's confidence, not run here). Both: greedy, same
+``max_new_tokens`` and end-of-sequence tokens, same thread count. ``generate`` keeps no cache
+between calls, so each turn re-encodes the dialogue so far (measured: passing the previous
+turn's cache back in together with an assistant gave wrong tokens in transformers 5.x, so it
+is not used).
 
 The assistant's settings come from ``bench/engine_bench.py``'s ``assistant_config`` (the engine
 benchmark's HF comparison uses the same); the timed ``generate`` call is kept here because it is
@@ -42,18 +46,27 @@ class SingleDraftRounds:
     seconds: float = 0.0
 
 
-def single_draft_rounds(trace: DialogueTraces, draft: str, cost: CostModel, k: int) -> SingleDraftRounds:
-    """Round by round, the engine's rules: what ``draft`` alone gets accepted on ``trace``."""
+def single_draft_rounds(trace: DialogueTraces, draft: str, cost: CostModel, k: int,
+                        schedule: str = "constant") -> SingleDraftRounds:
+    """Round by round, the engine's rules: what ``draft`` alone gets accepted on ``trace``.
+
+    With ``schedule="heuristic"`` the proposal length follows transformers' heuristic (start at
+    ``k``; +2 after a fully accepted round, -1 otherwise, at least 1), carried across the turns
+    of the session as transformers carries it across ``generate`` calls.
+    """
     out = SingleDraftRounds()
+    length = k
     for turn in trace.turns:
         pos = 0
         while pos < len(turn.output_ids):
-            p, a, e = turn.round_at(draft, pos, k)
+            p, a, e = turn.round_at(draft, pos, length)
             out.seconds += cost.propose_s(draft, p, 1) + cost.verify(p)
             out.rounds += 1
             out.proposed += p
             out.accepted += a
             pos += e
+            if schedule == "heuristic" and p:
+                length = length + 2 if a == p else max(1, length - 1)
         out.tokens += len(turn.output_ids)
     return out
 
@@ -80,15 +93,17 @@ def assisted_generate(testbed: Testbed, ids: list[int], max_new_tokens: int, ass
     return out[0, len(ids):].tolist(), time.perf_counter() - start
 
 
-def run_hf_assisted(testbed: Testbed, trace: DialogueTraces, draft: str, k: int, cost: CostModel) -> RunMeasure:
+def run_hf_assisted(testbed: Testbed, trace: DialogueTraces, draft: str, k: int, cost: CostModel,
+                    schedule: str = "constant") -> RunMeasure:
     """Assisted generation over a session's turns; each conversation's context comes from the trace.
 
     ``generate`` does not report its rounds, so rounds and acceptance are the exact ones of
-    k-token rounds of that draft on the trace (the same greedy rules); the time is measured.
+    that draft on the trace under the same schedule (the same greedy rules; transformers' default
+    confidence threshold may end a proposal early, which this does not model); the time is measured.
     """
     assistant = testbed.proposers[draft].model
     saved = assistant.generation_config
-    assistant.generation_config = assistant_config(saved, k)
+    assistant.generation_config = assistant_config(saved, k, schedule)
     wall = 0.0
     identical = True
     tokens = 0
@@ -104,7 +119,7 @@ def run_hf_assisted(testbed: Testbed, trace: DialogueTraces, draft: str, k: int,
                 context += turn.output_ids
     finally:
         assistant.generation_config = saved
-    rounds = single_draft_rounds(trace, draft, cost, k)
+    rounds = single_draft_rounds(trace, draft, cost, k, schedule)
     return RunMeasure(session=trace.name, tokens=tokens, wall_s=wall, rounds=rounds.rounds, proposed=rounds.proposed,
                       accepted=rounds.accepted, peak_memory_bytes=testbed.catalogue.get(draft).size_bytes,
                       outputs_identical=identical)

@@ -26,13 +26,15 @@ from matplotlib.patches import Patch
 
 COLORS: dict[str, str] = {
     "static": "#9e9e9e", "reactive": "#f4a261", "ucb": "#e76f51", "exp3": "#d62828", "hedge": "#bc6c25",
+    "ucb-resident": "#8d99ae",
     "memspec": "#1d4ed8", "memspec-predict-only": "#60a5fa", "memspec-manage-only": "#93c5fd",
     "oracle": "#2a9d8f", "target-only": "#264653", "hf-assisted": "#7b2cbf",
+    "hf-assisted-heuristic": "#c77dff",
 }
 LOADING_EDGE = "#4b5563"
 STALL_COLOR = "#111827"
-ORDER = ("static", "reactive", "ucb", "exp3", "hedge", "memspec-predict-only", "memspec-manage-only", "memspec",
-         "oracle", "target-only", "hf-assisted")
+ORDER = ("static", "reactive", "ucb", "exp3", "hedge", "ucb-resident", "memspec-predict-only", "memspec-manage-only",
+         "memspec", "oracle", "target-only", "hf-assisted", "hf-assisted-heuristic")
 
 Results = Mapping[str, Any]
 

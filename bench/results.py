@@ -5,7 +5,7 @@ Top level::
     {"schema": "memspec-bench/1",
      "config": {...},                    # everything needed to interpret and reproduce the numbers
      "policies": {"<name>": {...}},      # experiment 1, real runs: every runtime policy,
-                                         # "target-only" and "hf-assisted"
+                                         # "target-only", "hf-assisted", "hf-assisted-heuristic"
      "simulator_validation": {"<name>": {"real_tokens_per_s", "sim_tokens_per_s", "error", ...}},
      "targets": [{"target", "reference", "required", "ratio", "holds", "shortfall", "why"}],
      "experiments": {"ablation", "check_interval", "generation_length", "budget", "load_round_ratio",
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .split import TrainingPrompts
 
 SCHEMA = "memspec-bench/1"
-PEERS = ("target-only", "hf-assisted")
+PEERS = ("target-only", "hf-assisted", "hf-assisted-heuristic")
 REQUIRED_CONFIGS: tuple[str, ...] = (*POLICY_NAMES, *PEERS)
 """Every configuration the ``policies`` section must list."""
 POLICY_FIELDS = ("tokens_per_s", "acceptance_rate", "stall_s", "mean_accepted_length", "switches", "loads",
@@ -140,6 +140,7 @@ def assemble_results(bench: Bench, headline: Headline, experiments: Mapping[str,
         "runs_load_round_ratio": sum(run_ratios) / len(run_ratios) if run_ratios else None,
         "round_s": cal.round_s, "mean_load_s": cal.mean_load_s,
         "hf_assisted": {"draft": headline.hf_draft, "num_assistant_tokens": cfg.k, "schedule": "constant",
+                        "heuristic_variant": "hf-assisted-heuristic: schedule 'heuristic' from k (+2/-1 per round)",
                         "chosen_by": "highest modelled tokens/s over the sessions' exact traces (hindsight)"},
         "policies_run": list(bench.policies), "best_adaptive_baseline": best,
         "workload": bench.workload.describe(),

@@ -94,7 +94,7 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     """A simulator-only mini experiment through the real assembly, report and plot code."""
     from bench.calibration import Calibration
     from bench.config import BenchConfig
-    from bench.experiments import HF_ASSISTED, TARGET_ONLY, Bench, Headline, ablation, run_sweeps
+    from bench.experiments import HF_ASSISTED, HF_ASSISTED_HEURISTIC, TARGET_ONLY, Bench, Headline, ablation, run_sweeps
     from bench.hf_assisted import best_single_draft, single_draft_rounds
     from bench.measures import RunMeasure
     from bench.plots import draw_all
@@ -131,15 +131,16 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     sims = {n: [simulate(testbed.catalogue, bench.budget, bench.factory, n, tr, cost, bench.runtime_config())
                 for tr in traces] for n in POLICY_NAMES}
     hf_draft = best_single_draft(traces, names, cost, cfg.k)
-    hf = []
-    for tr in traces:
-        r = single_draft_rounds(tr, hf_draft, cost, cfg.k)
-        hf.append(RunMeasure(tr.name, r.tokens, r.seconds, r.rounds, r.proposed, r.accepted))
+    hf: dict[str, list[RunMeasure]] = {HF_ASSISTED: [], HF_ASSISTED_HEURISTIC: []}
+    for name, schedule in ((HF_ASSISTED, "constant"), (HF_ASSISTED_HEURISTIC, "heuristic")):
+        for tr in traces:
+            r = single_draft_rounds(tr, hf_draft, cost, cfg.k, schedule)
+            hf[name].append(RunMeasure(tr.name, r.tokens, r.seconds, r.rounds, r.proposed, r.accepted))
     reports: list = []
     simulate(testbed.catalogue, bench.budget, bench.factory, "memspec", traces[0], cost, bench.runtime_config(),
              keep_reports=reports)
     timeline = session_timeline("memspec", wl.sessions[0], reports)
-    headline = Headline(real={**sims, TARGET_ONLY: [model_target_only(tr, cost) for tr in traces], HF_ASSISTED: hf},
+    headline = Headline(real={**sims, TARGET_ONLY: [model_target_only(tr, cost) for tr in traces], **hf},
                         simulated=sims, timelines={"memspec": timeline}, hf_draft=hf_draft)
     experiments = {"ablation": ablation(bench, headline), **run_sweeps(bench)}
     results = assemble_results(bench, headline, experiments, training, "test")
@@ -157,7 +158,7 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     for name in POLICY_NAMES:
         assert {"real_tokens_per_s", "sim_tokens_per_s"} <= set(loaded["simulator_validation"][name])
     assert [t["target"] for t in loaded["targets"]] == ["best adaptive baseline", "oracle", "target-only",
-                                                         "hf-assisted"]
+                                                         "hf-assisted", "hf-assisted (heuristic schedule)"]
     assert all(t["why"] for t in loaded["targets"])
     sweep = loaded["experiments"]["budget"]
     assert sweep["values"] == [1, "all"]

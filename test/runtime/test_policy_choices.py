@@ -106,6 +106,32 @@ def test_ucb_tries_untried_drafts_resident_first() -> None:
     assert policy.choose(stage.view()) == Decision(CODE, wait=True)
 
 
+def test_ucb_resident_never_waits_learns_the_no_draft_arm_and_loads_in_the_background() -> None:
+    stage = Stage()
+    stage.load(GENERAL)
+    stage.run(None, proposed=0, verify_s=0.02)  # a measured target-only step: the reward's unit
+    policy = _bound(stage, "ucb-resident")
+    assert policy.plan(stage.view()).want == (GENERAL,), "ties among untried arms go to the resident one"
+    assert policy.choose(stage.view()) == Decision(GENERAL)
+    for _ in range(4):  # the generalist is useless here: 30 ms for one token
+        policy.observe(_feedback(stage, GENERAL, accepted=0), stage.view())
+    plan = policy.plan(stage.view())
+    assert plan.want == () and policy.choose(stage.view()) == Decision(None), "untried: the no-draft arm"
+    for _ in range(4):  # 20 ms for one token: better than the useless draft
+        policy.observe(RoundFeedback(round_index=stage.round_index, turn=0, turn_position=0, draft=None,
+                                     proposed=0, accepted=0, emitted=1, seconds=0.02), stage.view())
+    plan = policy.plan(stage.view())
+    assert plan.want == (CODE,) and plan.evictable == (GENERAL,), "an untried draft is loaded in the background"
+    assert policy.choose(stage.view()) == Decision(None), "meanwhile the best arm usable now runs, no wait"
+    stage.load(CODE)
+    policy.plan(stage.view())
+    assert policy.choose(stage.view()) == Decision(CODE), "taken up once resident"
+    for _ in range(8):
+        policy.observe(_feedback(stage, CODE, accepted=4), stage.view())
+    forecast = policy.plan(stage.view()).predictions
+    assert forecast[CODE] > forecast[GENERAL] and policy.choose(stage.view()) == Decision(CODE)
+
+
 def test_exp3_is_reproducible_from_its_seed_and_skips_unusable_drafts() -> None:
     def selections(seed: int) -> list[str | None]:
         stage = Stage()
@@ -202,8 +228,8 @@ def test_predict_only_waits_for_the_forecast_best() -> None:
 
 
 def test_only_the_predictor_policies_need_one() -> None:
-    needing = {n for n in ("static", "reactive", "ucb", "exp3", "hedge", "memspec", "memspec-predict-only",
-                           "memspec-manage-only", "oracle") if policy_class(n).needs_predictor}
+    needing = {n for n in ("static", "reactive", "ucb", "exp3", "hedge", "ucb-resident", "memspec",
+                           "memspec-predict-only", "memspec-manage-only", "oracle") if policy_class(n).needs_predictor}
     assert needing == {"memspec", "memspec-predict-only"}
     with pytest.raises(ValueError, match="needs a predictor"):
         make_policy("memspec")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..predictor import DraftPredictor
-from .bandits import EXP3Policy, UCBPolicy
+from .bandits import EXP3Policy, UCBPolicy, UCBResidentPolicy
 from .base import Decision, Policy, PolicyView, RoundFeedback, SchedulePlan
 from .hedge import HedgePolicy
 from .memspec import MemSpecManageOnlyPolicy, MemSpecPolicy, MemSpecPredictOnlyPolicy
@@ -14,8 +14,8 @@ from .reactive import ReactivePolicy
 from .static import StaticPolicy
 
 _CLASSES: tuple[type[Policy], ...] = (StaticPolicy, ReactivePolicy, UCBPolicy, EXP3Policy, HedgePolicy,
-                                      MemSpecPolicy, MemSpecPredictOnlyPolicy, MemSpecManageOnlyPolicy,
-                                      OraclePolicy)
+                                      UCBResidentPolicy, MemSpecPolicy, MemSpecPredictOnlyPolicy,
+                                      MemSpecManageOnlyPolicy, OraclePolicy)
 POLICY_NAMES: tuple[str, ...] = tuple(c.name for c in _CLASSES)
 """Every policy the runtime offers, in the order reports list them."""
 
@@ -27,7 +27,7 @@ def policy_class(name: str) -> type[Policy]:
             return cls
     raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
 
-ADAPTIVE_BASELINES: tuple[str, ...] = ("reactive", "ucb", "exp3", "hedge")
+ADAPTIVE_BASELINES: tuple[str, ...] = ("reactive", "ucb", "exp3", "hedge", "ucb-resident")
 """The adaptive baselines MemSpec must beat."""
 
 
@@ -57,6 +57,8 @@ def make_policy(name: str, *, predictor: DraftPredictor | Path | str | None = No
         return EXP3Policy(seed=seed)
     if name == "hedge":
         return HedgePolicy()
+    if name == "ucb-resident":
+        return UCBResidentPolicy()
     if name == "memspec":
         return MemSpecPolicy(predictor)
     if name == "memspec-predict-only":

@@ -1,4 +1,4 @@
-"""``ucb`` and ``exp3``: bandit selection over drafts in the manner of BanditSpec.
+"""``ucb``, ``exp3`` and ``ucb-resident``: bandit selection over drafts in the manner of BanditSpec.
 
 BanditSpec (UCBSpec, EXP3Spec) treats each draft as an arm and the acceptance it earns as
 the reward. Only the draft that ran is observed (bandit feedback). Here an arm is pulled for a
@@ -13,7 +13,17 @@ from __future__ import annotations
 import math
 import random
 
-from .base import Decision, Policy, PolicyView, RoundFeedback, SchedulePlan, stall_choice, stall_plan
+from .base import (
+    Decision,
+    Policy,
+    PolicyView,
+    RoundFeedback,
+    SchedulePlan,
+    best_of,
+    lru_victims,
+    stall_choice,
+    stall_plan,
+)
 
 
 class UCBPolicy(Policy):
@@ -144,3 +154,88 @@ class EXP3Policy(Policy):
     def _plan(self, view: PolicyView) -> SchedulePlan:
         self._select(view)
         return stall_plan(view, self.selected, self._p)
+
+
+class UCBResidentPolicy(Policy):
+    """Discounted UCB under a memory budget: a "no draft" arm, resident arms only, background loads.
+
+    What a bandit from the literature would do if it had to live in our memory budget, so that
+    MemSpec is compared with the strongest version of the idea rather than a naive one:
+
+    * the arms are the drafts *and* "no draft" (a target-only round), so the bandit can learn
+      that drafting does not pay on a topic no resident draft covers;
+    * the reward of a round is its speed-up over a target-only step, scaled to about [0, 1]:
+      ``emitted * target_step_s / seconds / (k + 1)`` - accepted tokens alone would always
+      prefer drafting, whatever it costs;
+    * each segment it runs the best arm among those usable *now* (resident drafts and "no
+      draft") and never waits; if the best arm overall is a draft on storage, it is loaded in
+      the background, evicting the least recently used other draft, and taken up once resident.
+    """
+
+    name = "ucb-resident"
+
+    def __init__(self, exploration: float = 0.5, discount: float = 0.98) -> None:
+        super().__init__()
+        self.exploration = exploration
+        self.discount = discount
+        self.selected: str | None = None
+        self._n: dict[str | None, float] = {}
+        self._s: dict[str | None, float] = {}
+        self._chosen_once = False
+
+    def _on_bind(self) -> None:
+        assert self.catalogue is not None
+        arms: list[str | None] = [*self.catalogue.names, None]
+        self._n = dict.fromkeys(arms, 0.0)
+        self._s = dict.fromkeys(arms, 0.0)
+
+    def _index(self, arm: str | None, total: float) -> float:
+        n = self._n[arm]
+        if n < 1e-9:
+            return float("inf")
+        return self._s[arm] / n + self.exploration * math.sqrt(2.0 * math.log(max(total, 1.0 + 1e-9)) / n)
+
+    def _means(self) -> dict[str, float]:
+        """Mean reward of each draft arm (what residency messages publish as its forecast)."""
+        return {a: (self._s[a] / self._n[a]) if self._n[a] > 0 else 0.0 for a in self._n if a is not None}
+
+    def _observe(self, feedback: RoundFeedback, view: PolicyView) -> None:
+        if feedback.seconds <= 0 or feedback.draft not in self._n:
+            return
+        step = view.acceptance.target_step_s or view.acceptance.verify_s or feedback.seconds
+        reward = min(1.0, feedback.emitted * step / feedback.seconds / (view.k + 1))
+        for a in self._n:
+            self._n[a] *= self.discount
+            self._s[a] *= self.discount
+        self._n[feedback.draft] += 1.0
+        self._s[feedback.draft] += reward
+
+    def _ranked(self, view: PolicyView) -> list[str | None]:
+        arms: list[str | None] = [*view.usable(), None]
+        total = sum(self._n[a] for a in arms)
+
+        def where(arm: str | None) -> int:  # ties: a resident draft, then none, then one to load
+            return 1 if arm is None else (0 if view.is_resident(arm) else 2)
+
+        return sorted(arms, key=lambda a: (-self._index(a, total), where(a), a != view.active))
+
+    def _select(self, view: PolicyView) -> str | None:
+        ranked = self._ranked(view)
+        self.selected = next(a for a in ranked if a is None or view.is_resident(a))
+        self._chosen_once = True
+        return ranked[0]
+
+    def _choose(self, view: PolicyView) -> Decision:
+        if not self._chosen_once:
+            self._select(view)
+        if self.selected is not None and not view.is_resident(self.selected):
+            means = self._means()
+            return Decision(best_of([n for n in view.resident if n not in view.unusable], means, prefer=view.active))
+        return Decision(self.selected)
+
+    def _plan(self, view: PolicyView) -> SchedulePlan:
+        best = self._select(view)
+        want = tuple(a for a in dict.fromkeys((self.selected, best)) if a is not None)
+        cancel = tuple(p for p in view.pending_loads if p not in want)
+        return SchedulePlan(want=want, evictable=lru_victims(view, keep=want), cancel=cancel,
+                            predictions=self._means())
