@@ -57,6 +57,8 @@ class BenchConfig:
     ratios: tuple[float, ...] = (0.5, 1.0, 2.0, 2.7, 4.0, 8.0)
     lengths: tuple[int, ...] = (1, 2, 4, 6, 8)
     """Generation length sweep: the first n turns of every session (more tokens, more shifts)."""
+    catalogue_sizes: tuple[int, ...] = (6, 24, 96)
+    """Scaling experiment: drafts in the catalogue (the zoo's plus relabelled, perturbed copies)."""
 
     policies: tuple[str, ...] = field(default=())
     """Policies to run; empty = every policy of the runtime."""
@@ -77,7 +79,7 @@ class BenchConfig:
         """The ``--quick`` preset: the same experiments on less data."""
         base = {"mode": "quick", "sessions": 3, "turns": 4, "max_new_tokens": 48, "cost_repeats": 7,
                 "check_intervals": (1, 2, 4, 8, 16), "budgets": (1, 2, 3, 4, None),
-                "ratios": (0.5, 1.0, 2.7, 4.0, 8.0), "lengths": (1, 2, 3, 4)}
+                "ratios": (0.5, 1.0, 2.7, 4.0, 8.0), "lengths": (1, 2, 3, 4), "catalogue_sizes": (6, 24)}
         base.update(overrides)
         return cls(**base)  # type: ignore[arg-type]
 

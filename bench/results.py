@@ -9,7 +9,7 @@ Top level::
      "simulator_validation": {"<name>": {"real_tokens_per_s", "sim_tokens_per_s", "error", ...}},
      "targets": [{"target", "reference", "required", "ratio", "holds", "shortfall", "why"}],
      "experiments": {"ablation", "check_interval", "generation_length", "budget", "load_round_ratio",
-                     "oracle_granularity"},
+                     "oracle_granularity", "scaling"},
      "timelines": {"<policy>": {...}},   # residency timeline of one session
      "calibration": {...}, "runtime_s": {...}}
 

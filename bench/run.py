@@ -65,6 +65,7 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
     from .policy_factory import PolicyFactory
     from .report import write_report
     from .results import assemble_results, shape_problems, write_results
+    from .scaling import catalogue_scaling, dialogue_length_scaling
     from .split import load_training_prompts
     from .testbed import load_testbed
     from .trace_cache import session_traces
@@ -105,6 +106,11 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
     load["after_real_runs"] = os.getloadavg()[0]
     experiments = {"ablation": ablation(bench, headline), **run_sweeps(bench),
                    "oracle_granularity": oracle_granularity(bench, headline)}
+    with progress.phase("7 scaling (simulated; scheduling costs measured)", 2) as step:
+        experiments["scaling"] = {"catalogue_size": catalogue_scaling(bench, cfg.catalogue_sizes)}
+        step("catalogue size")
+        experiments["scaling"]["dialogue_length"] = dialogue_length_scaling(bench, max(cfg.catalogue_sizes))
+        step("dialogue length")
     results = assemble_results(bench, headline, experiments, training, created, load_average=load)
     targets = results["targets"]
     problems = shape_problems(results, require_all_configs=not cfg.policies)

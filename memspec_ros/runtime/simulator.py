@@ -14,7 +14,7 @@ the bit. Its reports are real reports, every field filled by the same code.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .catalogue import Budget, Catalogue
@@ -88,15 +88,18 @@ class Simulator:
                 self.pool.complete_load(n, object())
         return self.pool.resident()
 
-    def run(self, trace: DialogueTrace) -> SimulationResult:
-        """Simulate one session (all its turns, one conversation)."""
+    def run(self, trace: DialogueTrace,
+            on_report: Callable[[int, GenerationReport], None] | None = None) -> SimulationResult:
+        """Simulate one session (all its turns, one conversation); ``on_report(turn index, report)`` after each."""
         calls0 = predictor_calls(self.runtime.policy)
         self.rounds.replay(trace, self.runtime.policy)
         conversation = self.runtime.new_conversation()
         result = SimulationResult()
-        for turn in trace.turns:
+        for i, turn in enumerate(trace.turns):
             result.reports.append(self.runtime.generate(turn.prompt, turn.max_new_tokens,
                                                         conversation=conversation))
+            if on_report is not None:
+                on_report(i, result.reports[-1])
         result.load_records = self.loader.records()
         result.predictor_calls = predictor_calls(self.runtime.policy) - calls0
         return result

@@ -102,6 +102,7 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     from bench.progress import Progress
     from bench.report import render_report
     from bench.results import REQUIRED_CONFIGS, assemble_results, load_results, shape_problems, write_results
+    from bench.scaling import catalogue_scaling, dialogue_length_scaling
     from bench.sim_runs import model_target_only, simulate
     from bench.split import load_training_prompts
     from bench.testbed import load_testbed
@@ -142,7 +143,9 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     timeline = session_timeline("memspec", wl.sessions[0], reports)
     headline = Headline(real={**sims, TARGET_ONLY: [model_target_only(tr, cost) for tr in traces], **hf},
                         simulated=sims, timelines={"memspec": timeline}, hf_draft=hf_draft)
-    experiments = {"ablation": ablation(bench, headline), **run_sweeps(bench)}
+    experiments = {"ablation": ablation(bench, headline), **run_sweeps(bench),
+                   "scaling": {"catalogue_size": catalogue_scaling(bench, (6, 12)),
+                               "dialogue_length": dialogue_length_scaling(bench, 12)}}
     results = assemble_results(bench, headline, experiments, training, "test")
 
     assert shape_problems(results) == []
@@ -167,7 +170,13 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
                 "measured_load_round_ratio", "threads", "commands", "split", "workload"):
         assert key in loaded["config"], key
 
+    scaling = loaded["experiments"]["scaling"]
+    assert scaling["catalogue_size"]["values"] == [6, 12]
+    for entry in scaling["catalogue_size"]["policies"].values():
+        assert len(entry["tokens_per_s"]) == 2 and all(v > 0 for v in entry["runtime_us_per_round"])
+    assert scaling["dialogue_length"]["context_used"] <= scaling["dialogue_length"]["context_window"]
     report = render_report(loaded)
+    assert "## Experiment 7: scaling" in report
     for heading in ("## Configuration", "## Reproduce", "## Targets", "## Experiment 1", "## Experiment 2",
                     "## Experiments 3-6", "## Simulator vs real", "## Workload and the predictor split"):
         assert heading in report
