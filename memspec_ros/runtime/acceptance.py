@@ -101,6 +101,9 @@ class AcceptanceTracker:
         self._proposed = dict.fromkeys(self._names, 0)
         self._accepted = dict.fromkeys(self._names, 0)
         self._last: dict[str, int | None] = dict.fromkeys(self._names)
+        # Per-draft summaries, rebuilt only for the draft a round changed: a summary is taken
+        # every round, and with a large catalogue rebuilding every draft's was most of its cost.
+        self._per: dict[str, DraftAcceptance] = {n: self._draft_summary(n) for n in self._names}
         self._step: dict[str, float] = {}
         self._verify: float | None = None
         self._target: float | None = None
@@ -127,14 +130,16 @@ class AcceptanceTracker:
             self._proposed[d] += rec.proposed
             self._accepted[d] += rec.accepted
             self._last[d] = rec.round_index
+            self._per[d] = self._draft_summary(d)
+
+    def _draft_summary(self, name: str) -> DraftAcceptance:
+        return DraftAcceptance(ema=self._ema[name], rounds=self._rounds[name], proposed=self._proposed[name],
+                               accepted=self._accepted[name], last_round=self._last[name])
 
     def summary(self) -> AcceptanceSummary:
         """A frozen copy for policies and statistics messages."""
         with self._lock:
-            per = {n: DraftAcceptance(ema=self._ema[n], rounds=self._rounds[n], proposed=self._proposed[n],
-                                      accepted=self._accepted[n], last_round=self._last[n])
-                   for n in self._names}
-            return AcceptanceSummary(per_draft=per, window=tuple(self._window), rounds=self._n,
+            return AcceptanceSummary(per_draft=dict(self._per), window=tuple(self._window), rounds=self._n,
                                      step_s=dict(self._step), verify_s=self._verify, target_step_s=self._target)
 
 

@@ -57,6 +57,19 @@ class _Entry:
     last_used: int = 0
     last_error: str | None = None
     failures: int = 0
+    status: DraftStatus | None = None
+    """The last status built for this entry; reused while nothing it shows has changed."""
+
+    def current_status(self, active: bool) -> DraftStatus:
+        """This draft's status now, rebuilding it only if a field it shows has changed."""
+        progress = 1.0 if self.state == DraftState.RESIDENT else self.progress
+        s = self.status
+        if (s is None or s.state != self.state or s.load_progress != progress or s.predicted_need != self.predicted
+                or s.active != active or s.last_error != self.last_error):
+            s = self.status = DraftStatus(name=self.spec.name, domain=self.spec.domain,
+                                          size_bytes=self.spec.size_bytes, state=self.state, load_progress=progress,
+                                          predicted_need=self.predicted, active=active, last_error=self.last_error)
+        return s
 
 
 class DraftPool:
@@ -79,6 +92,9 @@ class DraftPool:
         self._use_counter = itertools.count(1)
         self._peak_bytes = 0
         self._budget_bytes = budget.capacity_bytes(catalogue)
+        self._statuses: tuple[DraftStatus, ...] | None = None
+        """Every draft's status as of the last change (rebuilt lazily after one: views read it every
+        round, and rebuilding it for a catalogue of dozens of drafts was most of a round's bookkeeping)."""
 
     # ------------------------------------------------------------------ listeners
     def add_listener(self, listener: Listener) -> None:
@@ -162,6 +178,11 @@ class DraftPool:
             res = [(e.last_used, n) for n, e in self._entries.items()
                    if e.state == DraftState.RESIDENT and n not in excluded]
         return [n for _, n in sorted(res)]
+
+    def failed_drafts(self, min_failures: int) -> frozenset[str]:
+        """Drafts whose loads failed at least ``min_failures`` times (one pass under one lock)."""
+        with self._lock:
+            return frozenset(n for n, e in self._entries.items() if e.failures >= min_failures)
 
     def failures(self, name: str) -> int:
         """How many loads of ``name`` have failed (not counting cancellations)."""
@@ -289,6 +310,7 @@ class DraftPool:
             for e in ([self._entry(name)] if name else self._entries.values()):
                 e.failures = 0
                 e.last_error = None
+            self._statuses = None
 
     # ------------------------------------------------------------------ waiting
     def wait_until(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
@@ -341,15 +363,14 @@ class DraftPool:
             raise PoolInvariantError(f"active draft {self._active} is {self._entries[self._active].state.name}")
 
     def _snapshot_locked(self, seq: int) -> ResidencySnapshot:
-        drafts = tuple(
-            DraftStatus(name=n, domain=e.spec.domain, size_bytes=e.spec.size_bytes, state=e.state,
-                        load_progress=1.0 if e.state == DraftState.RESIDENT else e.progress,
-                        predicted_need=e.predicted, active=(n == self._active), last_error=e.last_error)
-            for n, e in self._entries.items())
+        if self._statuses is None:
+            self._statuses = tuple(e.current_status(n == self._active) for n, e in self._entries.items())
         return ResidencySnapshot(seq=seq, time=self._clock(), budget_bytes=self._budget_bytes,
-                                 used_bytes=self._used_locked(), active=self._active, drafts=drafts)
+                                 used_bytes=self._used_locked(), active=self._active, drafts=self._statuses)
 
     def _notify(self, e: _Entry | None, old: DraftState | None, new: DraftState | None, reason: str) -> None:
+        """Every change a snapshot shows ends here: drop the cached statuses, wake waiters, tell listeners."""
+        self._statuses = None
         self._changed.notify_all()
         if not self._listeners:
             return

@@ -386,8 +386,7 @@ class DraftRuntime:
         with self._lock:
             round_index, turn, pos, remaining, hint = (self._round, self._turn, self._turn_pos, self._remaining,
                                                        self._effective_hint_locked())
-        unusable = frozenset(n for n in self.catalogue.names
-                             if self.pool.failures(n) >= self.config.max_load_failures)
+        unusable = self.pool.failed_drafts(self.config.max_load_failures)
         return PolicyView(now=self._clock(), round_index=round_index, turn=turn, turn_position=pos,
                           remaining=remaining, k=self.config.k, residency=self.pool.snapshot(),
                           pending_loads=tuple(self.loader.pending()), acceptance=self.tracker.summary(),
