@@ -164,7 +164,9 @@ class MemSpecNode(LifecycleNode):
             f"target={config.catalogue.target.name}, "
             f"drafts={self.runtime.catalogue.names}, resident={resident}, policy={config['policy']}, "
             f"budget={self.runtime.budget.describe()}, check_interval={config['check_interval']}, "
-            f"k={config['num_speculative_tokens']}, storage={config['storage_bandwidth_mbps'] or 'native'} MB/s"
+            f"k={config['num_speculative_tokens']}, storage={config['storage_bandwidth_mbps'] or 'native'} MB/s, "
+            + (f"num_threads auto: {built.threads.describe()}" if built.threads
+               else f"num_threads={config['num_threads']}")
         )
         return TransitionCallbackReturn.SUCCESS
 

@@ -15,6 +15,7 @@ import torch
 from memspec_ros.core.engine import SpeculativeEngine
 from memspec_ros.core.errors import InvalidRequestError, ModelLoadError, VocabularyMismatchError
 from memspec_ros.core.model_loading import configure_threads, load_causal_lm, load_tokenizer
+from memspec_ros.core.thread_tuning import ThreadChoice, fastest_thread_count
 from memspec_ros.ros.parameters import ConfigError, NodeConfig
 from memspec_ros.runtime.catalogue import Budget, Catalogue, CatalogueError, DraftSpec
 from memspec_ros.runtime.model_set_checks import ModelSetError, check_draft, check_predictor
@@ -32,6 +33,8 @@ class BuiltRuntime:
     runtime: DraftRuntime
     unusable: dict[str, str] = field(default_factory=dict)
     """Drafts left out because they failed validation (tolerate_bad_drafts), with reasons."""
+    threads: ThreadChoice | None = None
+    """How ``num_threads: 0`` (auto) was resolved; None when the parameter set a count."""
 
 
 def build_policy(config: NodeConfig, draft_names: list[str]) -> Policy:
@@ -110,5 +113,19 @@ def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> Buil
     except InvalidRequestError as exc:
         raise ConfigError(f"parameter 'max_context' = {config['max_context']}: {exc}") from exc
     materialize = make_materializer(catalogue, dtype=_DTYPES[config["dtype"]], device=config["device"])
+    threads = None
+    if not config["num_threads"]:
+        threads = choose_threads(engine, catalogue, materialize, config["num_speculative_tokens"])
     runtime = DraftRuntime(engine, catalogue, budget, policy, runtime_config(config), materialize=materialize)
-    return BuiltRuntime(runtime=runtime, unusable=unusable)
+    return BuiltRuntime(runtime=runtime, unusable=unusable, threads=threads)
+
+
+def choose_threads(engine: SpeculativeEngine, catalogue: Catalogue, materialize, k: int) -> ThreadChoice:
+    """``num_threads: 0``: time speculative rounds with the catalogue's general draft at each thread count.
+
+    The draft is materialised for the measurement only (the runtime loads its own working set).
+    """
+    spec = next((s for s in catalogue if s.domain in ("general", "mixed")), catalogue[0] if len(catalogue) else None)
+    proposer = materialize(spec, [bytearray(f.read_bytes()) for f in spec.weight_files]) if spec else None
+    prompt = engine.encode("The robot looked at the table and said")
+    return fastest_thread_count(engine, proposer, prompt, k=k)

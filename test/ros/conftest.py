@@ -23,9 +23,18 @@ def repo() -> Path:
 
 
 @pytest.fixture(scope="session")
-def params_file() -> Path:
-    """The params file users run the node with."""
-    return PARAMS_FILE
+def params_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The params file users run the node with, with one change: ``num_threads: 1``.
+
+    The default (0, auto) times speculative rounds at every thread count at each configure:
+    a second or two alone, several with two test workers oversubscribing the cores, for each
+    of the suite's dozens of node starts. ``test_lifecycle`` checks auto with the file as shipped.
+    """
+    text = PARAMS_FILE.read_text()
+    assert "    num_threads: 0\n" in text, "config/memspec.yaml changed: update this fixture"
+    path = tmp_path_factory.mktemp("params") / "memspec.yaml"
+    path.write_text(text.replace("    num_threads: 0\n", "    num_threads: 1\n"))
+    return path
 
 
 def _spin_until_shutdown(executor: MultiThreadedExecutor, stop: threading.Event) -> None:

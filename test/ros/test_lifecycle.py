@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 
 from memspec_interfaces.msg import DraftResidency
 
@@ -10,18 +12,22 @@ from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
 from memspec_ros.ros.qos import RESIDENCY_LOG_QOS
 
+SHIPPED_PARAMS = Path(__file__).resolve().parents[2] / "config" / "memspec.yaml"
 
-def test_full_lifecycle_across_processes(client_node, params_file) -> None:
+
+def test_full_lifecycle_across_processes(client_node) -> None:
     residency: list[DraftResidency] = []
     sub = client_node.create_subscription(DraftResidency, "/memspec/draft_residency", residency.append,
                                           RESIDENCY_LOG_QOS)
-    with NodeProcess(params_file, overrides={"residency_period_s": 0.2}) as node:
+    with NodeProcess(SHIPPED_PARAMS, overrides={"residency_period_s": 0.2}) as node:  # as shipped: num_threads auto
         lc = LifecycleClient(client_node)
         assert lc.wait_for_services(60.0), node.log()
         assert lc.get_state() == "unconfigured"
         # Lifecycle publishers: configured but inactive, the node publishes no residency even
         # though its timer runs (every 0.2 s); activated, it publishes at once.
         assert lc.change_state("configure"), node.log()
+        assert re.search(r"num_threads auto: \d+ torch thread\(s\) \(median speculative round: 1 -> ", node.log()), \
+            node.log()
         time.sleep(1.0)  # five periods of the residency timer
         assert residency == [], "an inactive node published draft_residency"
         assert lc.change_state("activate"), node.log()
