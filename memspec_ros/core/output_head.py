@@ -39,14 +39,14 @@ def has_plain_head(model: PreTrainedModel) -> bool:
     return type(model) in PLAIN_HEAD_CLASSES
 
 
-def causal_lm_forward(model: PreTrainedModel, input_ids: torch.Tensor, cache: Cache,
-                      logits_to_keep: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def causal_lm_forward(model: PreTrainedModel, input_ids: torch.Tensor,
+                      cache: Cache) -> tuple[torch.Tensor, torch.Tensor]:
     """Run ``model``'s own forward over ``input_ids`` (extending ``cache``).
 
-    Returns ``(logits, hidden)`` for batch row 0: the model's logits (the last ``logits_to_keep``
-    positions, all for 0) in the model's dtype, and the decoder's final-layer (post-norm) hidden
-    states ``[T, H]`` for every input position. The hook lives for this call only, so a model
-    shared by several decoding states never accumulates hooks.
+    Returns ``(logits, hidden)`` for batch row 0: the model's logits ``[T, V]`` in the model's
+    dtype, and the decoder's final-layer (post-norm) hidden states ``[T, H]``. The hook lives for
+    this call only, so a model shared by several decoding states never accumulates hooks.
+    (A draft needs no hidden states and calls the model directly.)
     """
     captured: list[torch.Tensor] = []
 
@@ -55,7 +55,7 @@ def causal_lm_forward(model: PreTrainedModel, input_ids: torch.Tensor, cache: Ca
 
     handle = model.base_model.register_forward_hook(keep_hidden)
     try:
-        out = model(input_ids=input_ids, cache=cache, use_cache=True, logits_to_keep=logits_to_keep)
+        out = model(input_ids=input_ids, cache=cache, use_cache=True)
     finally:
         handle.remove()
     return out.logits[0], captured[-1][0]
