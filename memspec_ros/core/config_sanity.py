@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import torch
-from transformers import PretrainedConfig
+from transformers import CONFIG_MAPPING, PretrainedConfig
 
 from memspec_ros.core.errors import ModelConfigError
 from memspec_ros.core.safetensors_format import StoredTensor
@@ -82,8 +82,6 @@ def _file_field_names(raw: Mapping[str, object]) -> dict[str, str]:
     under the names it really uses. An unknown ``model_type`` keeps the common names
     (``AutoConfig`` then refuses it with its own message).
     """
-    from transformers import CONFIG_MAPPING
-
     model_type = raw.get("model_type")
     if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
         return {}
