@@ -225,6 +225,11 @@ V = 8
 PARAMS = SamplingParams(temperature=0.9, top_p=0.95, seed=4321)
 
 
+def total_variation_between(p: dict, q: dict) -> float:
+    """Total-variation distance between two exact laws."""
+    return 0.5 * sum(abs(p.get(c, 0.0) - q.get(c, 0.0)) for c in set(p) | set(q))
+
+
 def test_soft_capped_target_samples_follow_its_distribution():
     """Rejection sampling against a Gemma 2 target (soft-capped) with a Llama draft.
 
@@ -250,10 +255,6 @@ def test_soft_capped_target_samples_follow_its_distribution():
     assert total_variation(counts, exact) < 0.15
     _, uncapped_pvalue = chi_square_pvalue(counts, uncapped)
     assert uncapped_pvalue < 1e-6
-
-
-def total_variation_between(p: dict, q: dict) -> float:
-    return 0.5 * sum(abs(p.get(c, 0.0) - q.get(c, 0.0)) for c in set(p) | set(q))
 
 
 # ---------------------------------------------------------------------- sizing
