@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument("--repeats", type=int, default=3, help="runs per prompt and configuration; fastest kept")
     parser.add_argument("--k-sweep", default="", help="extra k values for 'ours + matched', e.g. 2,3,6")

@@ -2,7 +2,9 @@
 
 Pieces, one concept per module: ``model_loading`` (safe local loading), ``sampling``
 (parameters and the logits transform), ``proposer`` (a draft proposes k tokens),
-``scorer`` (the target verifies them in one pass), ``rejection_sampler`` (which to keep),
+``scorer`` (the target verifies them in one pass), ``output_head`` (logits as the model's own
+forward makes them), ``cache_rollback`` (taking back proposals from any cache layout),
+``rejection_sampler`` (which to keep),
 ``engine`` (sessions that run rounds), ``stats`` (per-round figures), ``detokenizer``
 (streaming text), ``errors``.
 """

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import torch
-from transformers import PretrainedConfig
+from transformers import CONFIG_MAPPING, PretrainedConfig
 
 from memspec_ros.core.errors import ModelConfigError
 from memspec_ros.core.safetensors_format import StoredTensor
@@ -48,20 +48,44 @@ def check_config_sizes(config: PretrainedConfig | Mapping[str, object], source: 
     (its own validators reject some values with messages that do not name the file). Fields a
     config does not have (``None``) are skipped: not every architecture has all.
     """
-    get = config.get if isinstance(config, Mapping) else lambda name: getattr(config, name, None)
+    if isinstance(config, Mapping):
+        names = _file_field_names(config)
+
+        def get(name: str) -> object:
+            return config.get(names.get(name, name))
+    else:
+        names = dict(getattr(config, "attribute_map", None) or {})
+
+        def get(name: str) -> object:
+            return getattr(config, name, None)
     for field, cap in SIZE_CAPS.items():
         value = get(field)
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
+            shown = field if field not in names else f"{names[field]} ({field})"
             raise ModelConfigError(
-                f"{source}: field {field!r} is {value!r}; it must be an integer in [1, {cap}] "
+                f"{source}: field {shown!r} is {value!r}; it must be an integer in [1, {cap}] "
                 "(fix the config or use another model)"
             )
     heads, kv_heads = get("num_attention_heads"), get("num_key_value_heads")
     if heads is not None and kv_heads is not None and kv_heads > heads:
         raise ModelConfigError(f"{source}: field 'num_key_value_heads' is {kv_heads}, more than "
                                f"num_attention_heads {heads}")
+
+
+def _file_field_names(raw: Mapping[str, object]) -> dict[str, str]:
+    """The names ``raw``'s architecture stores the size fields under, where they differ.
+
+    GPT-2 writes ``n_embd``, ``n_layer``, ``n_head``, ``n_positions``; its config class maps the
+    common names onto them (``attribute_map``), which is read here so a raw file is checked
+    under the names it really uses. An unknown ``model_type`` keeps the common names
+    (``AutoConfig`` then refuses it with its own message).
+    """
+    model_type = raw.get("model_type")
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+        return {}
+    return dict(getattr(CONFIG_MAPPING[model_type], "attribute_map", None) or {})
 
 
 def check_config_matches_weights(config: PretrainedConfig, expected: Mapping[str, torch.Size],

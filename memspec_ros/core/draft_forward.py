@@ -8,13 +8,16 @@ one small interface:
 
 * :class:`LlamaDraftForward` - a plain-functional Llama forward over the model's own
   weight tensors (no copies) with growable, preallocated KV buffers: no ``torch.cat``
-  per step, O(1) rollback, rotary tables computed once. Used for Llama-family drafts.
-* :class:`HFDraftForward` - the model's regular forward with a ``DynamicCache``; the
-  fallback for every other architecture.
+  per step, O(1) rollback, rotary tables computed once. Used only where it computes exactly
+  what the model does (:meth:`LlamaDraftForward.supports`): Llama and Qwen2 (the same decoder
+  with q/k/v biases) with default RoPE, full attention everywhere and a plain LM head.
+* :class:`HFDraftForward` - the model's own forward (its logit post-processing included)
+  with a ``DynamicCache`` that can roll back sliding-window layers; every other architecture.
 
 Draft numerics never affect correctness (the target verifies every token and the draft
-probabilities used for rejection sampling are exactly those we sampled from), but the
-test suite still checks that both implementations agree with the model's own forward.
+probabilities used for rejection sampling are exactly those we sampled from), but they decide
+acceptance, so a draft must be what its model is; the test suite checks that both
+implementations agree with the model's own forward.
 """
 
 from __future__ import annotations
@@ -23,7 +26,10 @@ from typing import Protocol
 
 import torch
 import torch.nn.functional as F
-from transformers import DynamicCache, PreTrainedModel
+from transformers import LlamaForCausalLM, PreTrainedModel, Qwen2ForCausalLM
+
+from memspec_ros.core.cache_rollback import can_drop, has_windowed_layers, keep_reserve, new_cache
+from memspec_ros.knobs import K
 
 
 class DraftForward(Protocol):
@@ -53,31 +59,53 @@ def make_draft_forward(model: PreTrainedModel) -> DraftForward:
 
 
 class HFDraftForward:
-    """Generic path: the model's own forward with a transformers ``DynamicCache``."""
+    """Generic path: the model's own forward with a transformers ``DynamicCache``.
+
+    A proposer takes back up to k - 1 of its own proposals, each fed in its own step, so
+    sliding-window layers keep :data:`ROLLBACK_RESERVE` positions beyond their window; a longer
+    undo (rare: a dialogue cut back) rebuilds the cache from the token ids kept here.
+    """
+
+    ROLLBACK_RESERVE = int(K.high)
+    """Positions a sliding layer keeps beyond its window: the most a round can take back."""
 
     def __init__(self, model: PreTrainedModel) -> None:
         self._model = model
-        self._decoder = model.base_model
-        self._head = model.get_output_embeddings()
         self._device = next(model.parameters()).device
-        self._cache = DynamicCache(config=model.config)
+        self._cache = new_cache(model.config)
+        self._windowed = has_windowed_layers(self._cache)
+        self._tokens: list[int] = []
         self.length = 0
 
     @torch.inference_mode()
     def feed(self, token_ids: list[int]) -> torch.Tensor:
         ids = torch.tensor([token_ids], dtype=torch.long, device=self._device)
-        hidden = self._decoder(input_ids=ids, cache=self._cache, use_cache=True).last_hidden_state[:, -1]
+        # The model's own forward (its logit post-processing included), last position only.
+        logits = self._model(input_ids=ids, cache=self._cache, use_cache=True, logits_to_keep=1).logits
         self.length += len(token_ids)
-        return self._head(hidden)[0].float()
+        self._tokens.extend(token_ids)
+        if self._windowed:
+            keep_reserve(self._cache, self.ROLLBACK_RESERVE)
+        return logits[0, -1].float()
 
     def truncate(self, length: int) -> None:
-        if length == 0:
-            self._cache = DynamicCache(config=self._model.config)
-        elif length < self.length:
-            self._cache.crop(length - self.length)
-        self.length = min(self.length, length)
+        drop = self.length - max(0, length)
+        if drop <= 0:
+            return
+        if length <= 0:
+            self._cache = new_cache(self._model.config)
+            self._tokens, self.length = [], 0
+        elif can_drop(self._cache, drop):
+            self._cache.crop(-drop)
+            del self._tokens[length:]
+            self.length = length
+        else:  # a sliding window already forgot what the shorter sequence needs: rebuild it
+            kept = self._tokens[:length]
+            self.truncate(0)
+            self.feed(kept)
 
     def kv(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer what it holds (a sliding layer: its window plus the rollback reserve)."""
         return [(layer.keys, layer.values) for layer in self._cache.layers]
 
     def cache_nbytes(self) -> int:
@@ -94,16 +122,23 @@ class LlamaDraftForward:
 
     INITIAL_CAPACITY = 128
 
+    SUPPORTED_CLASSES = (LlamaForCausalLM, Qwen2ForCausalLM)
+    """Exact classes (a subclass may change the forward) whose decoder this class reproduces:
+    Qwen2's differs from Llama's only by q/k/v biases, which ``F.linear`` applies from the
+    modules, and optional sliding windows, excluded below."""
+
     @staticmethod
     def supports(model: PreTrainedModel) -> bool:
-        """Llama architecture with static RoPE, full attention and the standard modules."""
+        """Llama or Qwen2 with default RoPE, full attention in every layer and a plain LM head."""
         config = model.config
         decoder = model.base_model
         rotary = getattr(decoder, "rotary_emb", None)
+        layer_types = getattr(config, "layer_types", None) or ()
         return (
-            config.model_type == "llama"
+            type(model) in LlamaDraftForward.SUPPORTED_CLASSES
             and getattr(rotary, "rope_type", None) == "default"
-            and getattr(config, "sliding_window", None) is None
+            and all(kind == "full_attention" for kind in layer_types)
+            and (config.model_type != "llama" or getattr(config, "sliding_window", None) is None)
             and all(hasattr(decoder, name) for name in ("embed_tokens", "layers", "norm"))
         )
 

@@ -22,6 +22,7 @@ from transformers.initialization import no_init_weights
 
 from memspec_ros.core.config_sanity import check_config_matches_weights, check_config_sizes
 from memspec_ros.core.draft_forward import LlamaDraftForward
+from memspec_ros.core.errors import ModelConfigError
 from memspec_ros.core.model_build_lock import BUILD_LOCK
 from memspec_ros.core.safetensors_format import StoredTensor
 
@@ -85,9 +86,16 @@ def model_footprint(config: PretrainedConfig, stored: dict[str, StoredTensor], s
     head_dim = _head_dim(config)
     element = torch.empty((), dtype=dtype).element_size()
     rope = 2 * positions * head_dim * element if LlamaDraftForward.supports(model) else 0
-    kv_heads = getattr(config, "num_key_value_heads", None) or getattr(config, "num_attention_heads", 0) or 0
+    kv_heads = int(getattr(config, "num_key_value_heads", None) or getattr(config, "num_attention_heads", 0) or 0)
     layers = int(getattr(config, "num_hidden_layers", 0) or 0)
-    kv = 2 * layers * int(kv_heads) * head_dim * positions * element
+    unknown = [name for name, value in (("max_position_embeddings", positions), ("num_hidden_layers", layers),
+                                        ("num_attention_heads", kv_heads), ("head_dim", head_dim)) if not value]
+    if unknown:  # a KV cache sized 0 would let the budget admit a draft that does not fit
+        raise ModelConfigError(
+            f"{source / 'config.json'}: cannot size the KV cache of this {config.model_type!r} model, "
+            f"the config gives no {', '.join(unknown)} (under this or its architecture's own name)")
+    # Every layer counted at full context: an upper bound for sliding-window layers, which hold less.
+    kv = 2 * layers * kv_heads * head_dim * positions * element
     return ModelFootprint(stored_bytes=sum(t.nbytes for t in stored.values()), module_bytes=module,
                           rope_table_bytes=rope, kv_cache_bytes=kv)
 

@@ -5,10 +5,13 @@ token] + k proposals`` in a single forward, which yields the target's next-token
 all k+1 positions at once (on this CPU that costs about the same as a single-token step,
 which is where speculative decoding gets its speed). Entries for rejected proposals are
 then cut off with ``DynamicCache.crop`` so the cache again mirrors exactly the committed
-sequence.
+sequence (sliding-window layers included: :mod:`memspec_ros.core.cache_rollback`).
 
-The final-layer hidden states are returned too: we run the decoder and the LM head
-separately, so they come for free, and the runtime's predictor uses them as features.
+Logits are exactly what the model's own forward gives (soft-capping and logit scaling included,
+:mod:`memspec_ros.core.output_head`); the final-layer hidden states come with them, and the
+runtime's predictor uses them as features. Where the forward is provably just decoder-then-head
+(the bundled Llama zoo) the scorer runs those two itself, which spares a hook and output objects
+on the hottest path of a round.
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache, PreTrainedModel
+from transformers import PreTrainedModel
+
+from memspec_ros.core.cache_rollback import can_drop, has_windowed_layers, new_cache
+from memspec_ros.core.output_head import causal_lm_forward, has_plain_head
 
 
 @dataclass(frozen=True)
@@ -34,14 +40,21 @@ class TargetScores:
 
 
 class TargetScorer:
-    """Holds the target's KV cache for one sequence and scores token blocks against it."""
+    """Holds the target's KV cache for one sequence and scores token blocks against it.
+
+    It also keeps the token ids its cache covers: a cache with sliding-window layers cannot
+    always undo a long stretch (:meth:`truncate` after a failed turn), and then it is rebuilt
+    from them.
+    """
 
     def __init__(self, model: PreTrainedModel) -> None:
         self.model = model
         self._decoder = model.base_model
-        self._head = model.get_output_embeddings()
+        self._head = model.get_output_embeddings() if has_plain_head(model) else None
         self._device = next(model.parameters()).device
-        self.cache = DynamicCache(config=model.config)
+        self.cache = new_cache(model.config)
+        self._windowed = has_windowed_layers(self.cache)
+        self._tokens: list[int] = []
 
     @property
     def cache_length(self) -> int:
@@ -62,12 +75,21 @@ class TargetScorer:
         """Keep only the first ``length`` positions (undo a turn that failed half-way)."""
         if length < 0:
             raise ValueError(f"cannot truncate the cache to a negative length ({length})")
-        if self.cache_length > length:
-            self.cache.crop(length - self.cache_length)  # this cache's crop takes a negative count
+        drop = self.cache_length - length
+        if drop <= 0:
+            return
+        if can_drop(self.cache, drop):
+            self.cache.crop(-drop)  # this cache's crop takes a negative count
+            del self._tokens[length:]
+        else:  # a sliding window already forgot what the shorter sequence needs: rebuild it
+            kept = self._tokens[:length]
+            self.reset()
+            self.prefill(kept)
 
     def reset(self) -> None:
         """Forget the whole sequence."""
-        self.cache = DynamicCache(config=self.model.config)
+        self.cache = new_cache(self.model.config)
+        self._tokens = []
 
     @torch.inference_mode()
     def prefill(self, token_ids: Sequence[int]) -> None:
@@ -75,19 +97,32 @@ class TargetScorer:
         if not token_ids:
             return
         ids = torch.tensor([list(token_ids)], dtype=torch.long, device=self._device)
-        self._decoder(input_ids=ids, cache=self.cache, use_cache=True)
+        self._decoder(input_ids=ids, cache=self.cache, use_cache=True)  # the same cache a full forward fills
+        self._tokens.extend(token_ids)
+        if self._windowed:
+            self.cache.crop(0)  # trim recording sliding layers back to their window
 
     @torch.inference_mode()
     def score(self, token_ids: Sequence[int]) -> TargetScores:
         """Append ``token_ids`` to the cache and return logits/hidden states for each of them."""
         ids = torch.tensor([list(token_ids)], dtype=torch.long, device=self._device)
-        hidden = self._decoder(input_ids=ids, cache=self.cache, use_cache=True).last_hidden_state[0]
-        logits = self._head(hidden).float()
-        return TargetScores(logits=logits, hidden=hidden)
+        if self._head is not None:
+            hidden = self._decoder(input_ids=ids, cache=self.cache, use_cache=True).last_hidden_state[0]
+            logits = self._head(hidden)
+        else:
+            logits, hidden = causal_lm_forward(self.model, ids, self.cache)
+        self._tokens.extend(token_ids)
+        return TargetScores(logits=logits.float(), hidden=hidden)
 
     def rollback(self, n_tokens: int) -> None:
-        """Drop the last ``n_tokens`` positions from the cache (rejected proposals)."""
+        """Drop the last ``n_tokens`` positions from the cache (rejected proposals).
+
+        Exact for any layout as long as they were fed by the latest :meth:`score`, which is how
+        the engine uses it. A windowed cache is cropped even for 0 tokens, which trims it.
+        """
         if n_tokens < 0:
             raise ValueError(f"cannot roll back a negative number of tokens ({n_tokens})")
-        if n_tokens:
+        if n_tokens or self._windowed:
             self.cache.crop(-n_tokens)
+        if n_tokens:
+            del self._tokens[-n_tokens:]

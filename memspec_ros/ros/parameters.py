@@ -36,7 +36,7 @@ from memspec_ros.runtime.policies import POLICY_NAMES, policy_class
 #: Policies a node can serve with: every runtime policy except the oracle, which needs a
 #: hindsight trace of the very session it serves (a benchmark-only reference).
 POLICIES = tuple(p for p in POLICY_NAMES if p != "oracle")
-DTYPES = ("float32", "bfloat16")
+DTYPES = ("float32", "bfloat16", "float16")  # names of torch dtypes
 BUSY_POLICIES = ("reject", "queue")
 
 #: Parameters that may change while the node runs; every other one shapes what configure
@@ -103,7 +103,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("storage_bandwidth_mbps", 0.0, "Emulated storage read bandwidth for draft loads in MB/s (an edge device's flash); 0 = read at native speed.", float_range=knobs.STORAGE_BANDWIDTH_MBPS),
     ParamSpec("load_timeout_s", 30.0, "A draft load that takes longer is abandoned and reported.", float_range=knobs.LOAD_TIMEOUT_S),
     ParamSpec("device", "cpu", "torch device for all models (e.g. cpu, cuda:0)."),
-    ParamSpec("dtype", "float32", "Compute dtype of the models.", choices=DTYPES),
+    ParamSpec("dtype", "float32", "Compute dtype of the models. bfloat16 and float16 halve their memory; output stays the target's own at that dtype and device (greedy: token for token, except at exact logit ties, which low precision makes common).", choices=DTYPES),
     ParamSpec("num_threads", 0, "torch intra-op threads; 0 = auto: at configure, time speculative rounds at 1, 2, 4, ... threads up to the cores available and keep the fastest (logged).", int_range=(0, 256)),
     ParamSpec("max_new_tokens_limit", 512, "Largest max_new_tokens a goal may ask for.", int_range=(1, 100000)),
     ParamSpec("max_prompt_chars", 8000, "Longer prompts are rejected with a reason.", int_range=(1, 10_000_000)),

@@ -16,14 +16,14 @@ from memspec_ros.core.engine import SpeculativeEngine
 from memspec_ros.core.errors import InvalidRequestError, ModelLoadError, VocabularyMismatchError
 from memspec_ros.core.model_loading import configure_threads, load_causal_lm, load_tokenizer
 from memspec_ros.core.thread_tuning import ThreadChoice, fastest_thread_count
-from memspec_ros.ros.parameters import ConfigError, NodeConfig
+from memspec_ros.ros.parameters import DTYPES, ConfigError, NodeConfig
 from memspec_ros.runtime.catalogue import Budget, Catalogue, CatalogueError, DraftSpec
 from memspec_ros.runtime.model_set_checks import ModelSetError, check_draft, check_predictor
 from memspec_ros.runtime.policies import Policy, make_policy
 from memspec_ros.runtime.runtime import DraftRuntime, RuntimeConfig, make_materializer
 from memspec_ros.runtime.storage import StorageModel
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+_DTYPES = {name: getattr(torch, name) for name in DTYPES}
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerFast
 
 from memspec_ros.bundled_zoo import bundled_zoo_root
 from memspec_ros.core.engine import SpeculativeEngine
@@ -70,6 +70,12 @@ def train_tokenizer(vocab_size: int, text: str = TEXT) -> PreTrainedTokenizerFas
     )
 
 
+def word_tokenizer(vocab_size: int) -> PreTrainedTokenizerFast:
+    """A tokenizer whose tokens are ``t0``..``t{n-1}``: for tests that only need ids."""
+    vocab = {f"t{i}": i for i in range(vocab_size)}
+    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="t0")))
+
+
 def tiny_llama(vocab: int, hidden: int, layers: int, seed: int, *, eos: int | None = 2,
                init_range: float = 0.25, max_positions: int = 256) -> LlamaForCausalLM:
     """A random Llama with peaked enough logits that argmax ties are practically impossible."""
@@ -83,17 +89,17 @@ def tiny_llama(vocab: int, hidden: int, layers: int, seed: int, *, eos: int | No
     return LlamaForCausalLM(config).eval()
 
 
-def noisy_copy(model: LlamaForCausalLM, noise: float, seed: int) -> LlamaForCausalLM:
+def noisy_copy(model: PreTrainedModel, noise: float, seed: int) -> PreTrainedModel:
     """The same architecture with perturbed weights: a draft that agrees only partly."""
     torch.manual_seed(seed)
-    copy = LlamaForCausalLM(model.config).eval()
+    copy = type(model)(model.config).eval()
     with torch.no_grad():
         for (_, dst), (_, src) in zip(copy.named_parameters(), model.named_parameters(), strict=True):
             dst.copy_(src + noise * src.std() * torch.randn_like(src))
     return copy
 
 
-def save(model: LlamaForCausalLM, tokenizer, path: Path) -> Path:
+def save(model: PreTrainedModel, tokenizer, path: Path) -> Path:
     model.save_pretrained(path, safe_serialization=True)
     tokenizer.save_pretrained(path)
     return path

@@ -1,10 +1,42 @@
-"""Goodness-of-fit helpers for the distribution tests (scipy is not a dependency)."""
+"""Goodness-of-fit helpers for the distribution tests (scipy is not a dependency).
+
+The distribution tests look at the first two generated tokens of a model with a vocabulary of
+a few tokens: their joint distribution is small enough for a sharp chi-square test with a few
+thousand seeded generations (:func:`sample_two_tokens`), and its exact value comes from direct
+target forwards (:func:`exact_two_tokens`).
+"""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
+
+import torch
+
+from memspec_ros.core.engine import SpeculativeEngine
+from memspec_ros.core.proposer import DraftProposer
+from memspec_ros.core.sampling import SamplingParams, logits_to_probs
+
+
+def exact_two_tokens(target, prompt: Sequence[int], params: SamplingParams, vocab: int) -> dict:
+    """P(first two tokens = (a, b)) under ``target``'s own forward with ``params``' processing."""
+    with torch.no_grad():
+        first = logits_to_probs(target(torch.tensor([list(prompt)])).logits[0, -1], params)
+        seconds = [logits_to_probs(target(torch.tensor([[*prompt, a]])).logits[0, -1], params)
+                   for a in range(vocab)]
+    return {(a, b): float(first[a] * seconds[a][b]) for a in range(vocab) for b in range(vocab)}
+
+
+def sample_two_tokens(engine: SpeculativeEngine, draft: DraftProposer, prompt: Sequence[int],
+                      params: SamplingParams, n: int) -> Counter:
+    """Counts of the first two tokens over ``n`` generations seeded ``params.seed + i`` (k=2)."""
+    counts: Counter = Counter()
+    for i in range(n):
+        seeded = SamplingParams(params.temperature, params.top_p, seed=params.seed + i)
+        session = engine.generate(list(prompt), draft, k=2, max_new_tokens=2, params=seeded)
+        counts[tuple(session.output_ids)] += 1
+    return counts
 
 
 def chi_square_pvalue(observed: Counter, expected_probs: Mapping[Hashable, float]) -> tuple[float, float]:

@@ -12,15 +12,13 @@ from collections import Counter
 
 import pytest
 import torch
-from conftest import tiny_llama
-from stat_helpers import chi_square_pvalue, total_variation
-from tokenizers import Tokenizer, models
-from transformers import PreTrainedTokenizerFast
+from conftest import tiny_llama, word_tokenizer
+from stat_helpers import chi_square_pvalue, exact_two_tokens, sample_two_tokens, total_variation
 
 from memspec_ros.core.engine import SpeculativeEngine
 from memspec_ros.core.proposer import DraftProposer
 from memspec_ros.core.rejection_sampler import RejectionSampler
-from memspec_ros.core.sampling import SamplingParams, logits_to_probs
+from memspec_ros.core.sampling import SamplingParams
 
 V = 8
 PROMPT = [3, 5]
@@ -35,29 +33,18 @@ class AlwaysAccept(RejectionSampler):
 
 @pytest.fixture(scope="module")
 def small_vocab():
-    vocab = {f"t{i}": i for i in range(V)}
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="t0")))
+    tokenizer = word_tokenizer(V)
     target = tiny_llama(V, 32, 1, seed=10, eos=None, init_range=0.6)
     draft = tiny_llama(V, 32, 1, seed=11, eos=None, init_range=0.6)
     return target, draft, tokenizer
 
 
 def _exact(target) -> dict:
-    with torch.no_grad():
-        first = logits_to_probs(target(torch.tensor([PROMPT])).logits[0, -1], PARAMS)
-        seconds = [
-            logits_to_probs(target(torch.tensor([[*PROMPT, a]])).logits[0, -1], PARAMS) for a in range(V)
-        ]
-    return {(a, b): float(first[a] * seconds[a][b]) for a in range(V) for b in range(V)}
+    return exact_two_tokens(target, PROMPT, PARAMS, V)
 
 
 def _sample(engine: SpeculativeEngine, draft: DraftProposer, n: int) -> Counter:
-    counts: Counter = Counter()
-    for i in range(n):
-        params = SamplingParams(PARAMS.temperature, PARAMS.top_p, seed=PARAMS.seed + i)
-        session = engine.generate(PROMPT, draft, k=2, max_new_tokens=2, params=params)
-        counts[tuple(session.output_ids)] += 1
-    return counts
+    return sample_two_tokens(engine, draft, PROMPT, PARAMS, n)
 
 
 def test_engine_samples_follow_target_distribution(small_vocab):

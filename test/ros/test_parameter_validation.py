@@ -84,6 +84,11 @@ def test_bad_values_are_refused_naming_the_parameter(tmp_path, changes, match) -
         validate(_defaults(**{"catalogue": str(_root(tmp_path, predictor=True)), **changes}))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_every_compute_dtype_is_accepted(tmp_path, dtype) -> None:
+    assert validate(_defaults(model_root=str(_root(tmp_path, predictor=True)), dtype=dtype))["dtype"] == dtype
+
+
 def test_params_file_problems_are_reported_first(tmp_path) -> None:
     with pytest.raises(ConfigError, match="'max_queue' has an invalid value in the params file: boom"):
         validate(_defaults(catalogue=str(_root(tmp_path, predictor=True))), {"max_queue": "boom"})
