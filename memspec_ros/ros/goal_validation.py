@@ -58,8 +58,8 @@ class GoalLimits:
     max_new_tokens: int
     max_prompt_chars: int
     domains: Collection[str]
-    default_max_new_tokens: int = 128
-    """What ``max_new_tokens`` 0 (the field's default) means."""
+    default_max_new_tokens: int
+    """What ``max_new_tokens`` 0 (the field's default) means (parameter ``default_max_new_tokens``)."""
 
 
 def sampling_params(goal: GoalFields) -> SamplingParams:

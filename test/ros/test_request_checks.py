@@ -15,7 +15,7 @@ from memspec_ros.ros.echo import ECHO_LIMIT, echo
 from memspec_ros.ros.goal_validation import GoalLimits, goal_problem, max_new_tokens, sampling_params, turn_input
 from memspec_ros.runtime.chat import ChatMessage, ChatTurn
 
-LIMITS = GoalLimits(max_new_tokens=512, max_prompt_chars=8000, domains={"code", "legal"})
+LIMITS = GoalLimits(max_new_tokens=512, max_prompt_chars=8000, domains={"code", "legal"}, default_max_new_tokens=96)
 
 
 def _goal(**fields) -> SimpleNamespace:
