@@ -6,8 +6,10 @@ cleans it up (free) deliberately, and sees a failed configure as a transition re
 a reason instead of a crashed process.
 
 The node translates between ROS and :class:`DraftRuntime` and does nothing else: admission
-(tokenising a prompt once, checking the context window), sliding a long dialogue, hint scoping,
-text deltas and why a turn ended (:class:`FinishReason`) all come from the runtime.
+(tokenising a prompt once or rendering chat messages, checking the context window), sliding a
+long dialogue, reusing a chat session's cache, stop strings, hint scoping, text deltas, the
+drawn seed and why a turn ended (:class:`FinishReason`, the result's ``finish_reason``) all
+come from the runtime.
 
 Threads and callback groups (all on one MultiThreadedExecutor):
 
