@@ -164,6 +164,9 @@ class GenerationReport:
     its last ``kept_tokens`` tokens (see :func:`~memspec_ros.runtime.turns.fit_turn`)."""
     seed: int | None = None
     """The seed the turn's sampling generator used (drawn when the caller gave none)."""
+    reused_tokens: int = 0
+    """Tokens of the dialogue's KV cache the turn kept instead of encoding them again (an admitted
+    turn continuing a dialogue; for a chat turn, the common prefix with its rendering)."""
 
     def record_round(self, draft: str | None, proposed: int, accepted: int, stall_s: float) -> None:
         """Account one round; shared by real runs and the simulator so both count alike."""
@@ -537,11 +540,13 @@ class DraftRuntime:
         conv = conversation or Conversation()
         kept = None
         chat_messages = None
+        reused = 0
         if isinstance(prompt, TurnRequest):
             if self.engine is None:
                 raise RuntimeError("an admitted request needs a real engine (this runtime replays traces)")
             fitted = fit_turn(self.engine, conv, prompt)  # the caller's checkpoint undoes a slide or a cut
             prompt, kept, chat_messages = fitted.prompt_ids, fitted.kept_tokens, fitted.messages
+            reused = fitted.reused_tokens
         elif conv.is_chat:
             raise ValueError("a chat conversation continues with admitted chat turns (TurnRequest), not raw prompts")
         # prefill: loads go on meanwhile
@@ -555,7 +560,7 @@ class DraftRuntime:
         self.policy.new_turn(self.view())
         report = GenerationReport(output_ids=[], text="", finish_reason="", wall_s=0.0,
                                   prompt_tokens=len(turn.prompt_ids) - (1 if turn_index == 0 else 0),
-                                  kept_tokens=kept, seed=params.seed)
+                                  kept_tokens=kept, seed=params.seed, reused_tokens=reused)
         turn_rounds = 0
         since_tick = 0
         stopped: FinishReason | None = None

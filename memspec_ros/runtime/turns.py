@@ -116,7 +116,7 @@ def fit_turn(engine: SpeculativeEngine, conversation: Conversation, request: Tur
         return FittedTurn(engine.opening(turn))
     needed = len(turn) + request.max_new_tokens
     if len(state.token_ids) + needed <= engine.max_context:
-        return FittedTurn(turn)
+        return FittedTurn(turn, reused_tokens=len(state.token_ids))
     wrapping = len(engine.special_prefix) + len(engine.special_suffix)
     keep = max(0, min(engine.max_context // 2, engine.max_context - needed - wrapping))
     tail = state.token_ids[len(state.token_ids) - keep:] if keep else []

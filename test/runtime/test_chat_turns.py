@@ -64,6 +64,8 @@ def test_a_chat_session_is_the_targets_greedy_continuation_of_its_rendering(zoo_
         report = rt.run_turn(admission.request, conversation=conv,
                              on_progress=lambda p, out=deltas: out.append(p.delta))
         assert report.text == _expected(engine, rendered, 48), f"turn {i}"
+        assert report.reused_tokens == (common_prefix(before, rendered) if before else 0)
+        assert report.prompt_tokens == len(rendered) - report.reused_tokens - (0 if before else 1)
         assert "".join(deltas) == report.text
         assert report.seed is not None
         reasons.add(report.finish_reason)
