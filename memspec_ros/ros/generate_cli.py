@@ -34,9 +34,8 @@ def format_result(result: Generate.Result) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the tool; ``argv`` is a whole command line (program name first), as ``sys.argv``."""
-    argv = list(sys.argv if argv is None else argv)
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The tool's options from a whole command line (ROS arguments removed)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("text", help="what the user says (a user message), or with --raw the raw prompt")
     parser.add_argument("--raw", action="store_true",
@@ -57,8 +56,24 @@ def main(argv: list[str] | None = None) -> int:
                         help="the session's token (default: the one this tool remembered in "
                              "$ROS_HOME/memspec_session_tokens.json when it opened the session)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the server")
-    args = parser.parse_args(remove_ros_args(args=argv)[1:])
+    return parser.parse_args(remove_ros_args(args=argv)[1:])
 
+
+def goal_from_args(args: argparse.Namespace, session_token: str) -> Generate.Goal:
+    """The goal the options describe: a user message (or with ``--raw`` a raw prompt)."""
+    return make_goal(
+        args.text if args.raw else "", args.max_new_tokens,
+        messages=() if args.raw else [("user", args.text)], system_prompt=args.system, stop=args.stop,
+        temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+        seed=args.seed, domain_hint=args.domain_hint, session_id=args.session_id,
+        session_token=session_token,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the tool; ``argv`` is a whole command line (program name first), as ``sys.argv``."""
+    argv = list(sys.argv if argv is None else argv)
+    args = parse_args(argv)
     with tool_node("memspec_generate", argv) as node:
         return _generate(node, args)
 
@@ -72,13 +87,7 @@ def _generate(node: Node, args: argparse.Namespace) -> int:
         tokens = SessionTokenFile()
         session_token = args.session_token or (tokens.get(client.action_name, args.session_id)
                                                if args.session_id else "")
-        goal = make_goal(
-            args.text if args.raw else "", args.max_new_tokens,
-            messages=() if args.raw else [("user", args.text)], system_prompt=args.system, stop=args.stop,
-            temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-            seed=args.seed, domain_hint=args.domain_hint, session_id=args.session_id,
-            session_token=session_token,
-        )
+        goal = goal_from_args(args, session_token)
         call = client.send(goal, on_feedback=lambda f: (sys.stdout.write(f.delta), sys.stdout.flush()))
         if not call.wait_accepted(args.timeout):
             print("error: goal rejected (the reason is on /memspec/goal_rejections and in the node log)",
