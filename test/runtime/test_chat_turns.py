@@ -16,7 +16,7 @@ from memspec_ros.core.engine import SpeculativeEngine
 from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
 from memspec_ros.core.sampling import SamplingParams
 from memspec_ros.runtime import Budget, Catalogue, DraftRuntime, FinishReason, RuntimeConfig, make_policy
-from memspec_ros.runtime.chat import ChatMessage, ChatTurn, common_prefix, merged, render_ids
+from memspec_ros.runtime.chat import ChatMessage, ChatTurn, common_prefix, fit_chat, merged, render_ids
 from memspec_ros.runtime.conversation import Conversation
 from memspec_ros.runtime.turns import fit_turn
 
@@ -146,3 +146,18 @@ def test_a_drawn_seed_is_reported_and_replays_the_sample(zoo_runtime) -> None:
     replay = rt.run_turn(turn, SamplingParams(temperature=1.0, top_k=20, seed=drawn.seed),
                          conversation=Conversation(chat=True))
     assert replay.text == drawn.text and replay.seed == drawn.seed
+
+
+def test_a_chat_that_outgrows_the_window_drops_its_oldest_messages_and_keeps_the_system_prompt(zoo_runtime) -> None:
+    engine = SpeculativeEngine(zoo_runtime.engine.target, zoo_runtime.engine.tokenizer, max_context=120)
+    history = [ChatMessage("system", SYSTEM)]
+    for i in range(6):
+        history += [ChatMessage("user", f"Go to the lab number {i}"), ChatMessage("assistant", f"Okay. Lab {i}.")]
+    turn = ChatTurn((ChatMessage("user", "Now stop"),))
+    fitted = fit_chat(engine, history, turn, 40)
+    assert fitted.messages[0] == ChatMessage("system", SYSTEM)
+    assert fitted.messages[-1] == ChatMessage("user", "Now stop")
+    assert fitted.dropped > 0 and list(fitted.messages[1:-1]) == history[1 + fitted.dropped:]
+    assert len(fitted.ids) + 40 <= 120 and fitted.ids == render_ids(engine, list(fitted.messages))
+    with pytest.raises(Exception, match="context window"):
+        fit_chat(engine, history, ChatTurn((ChatMessage("user", "word " * 200),)), 40)
