@@ -96,3 +96,36 @@ def test_heldout_files() -> None:
         mine = [p["prompt"] for p in prompts if p["domain"] == d]
         assert len(mine) >= 20
         assert all(any(p in doc for doc in docs) for p in mine), "prompt not from held-out"
+
+
+def test_every_member_carries_the_same_tokenizer_files_and_chat_template() -> None:
+    """One tokenizer, copied into every model dir: byte-identical files, chat template included."""
+    template = (ROOT / "training" / "chat_template.jinja").read_text()
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        contents = {name: (ZOO / name / f).read_bytes() for name in MEMBERS}
+        assert len(set(contents.values())) == 1, f"{f} differs between members"
+    assert json.loads((ZOO / "target" / "tokenizer_config.json").read_text())["chat_template"] == template
+
+
+def test_chat_template_renders_the_robot_corpus_format(target_tokenizer) -> None:
+    """Messages render as training/corpora/robot.py writes dialogues ("USER: ...\\nROBOT: ...\\n"),
+    and the generation prompt tokenises as the corpus does ("ROBOT", ":", then the answer's " Okay")."""
+    from training.corpora.robot import build_documents
+
+    messages = [{"role": "system", "content": "You are a warehouse robot."},
+                {"role": "user", "content": "Go to the lab"},
+                {"role": "assistant", "content": " Okay. Navigating to the lab.\n[cmd] navigate_to goal=\"lab\""},
+                {"role": "user", "content": "Stop!"}]
+    text = target_tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert text == ("You are a warehouse robot.\nUSER: Go to the lab\nROBOT: Okay. Navigating to the lab.\n"
+                    "[cmd] navigate_to goal=\"lab\"\nUSER: Stop!\nROBOT:")
+    doc = build_documents(seed=1, n_docs=1)[0]
+    first_user, first_robot = doc.split("\n")[0], doc.split("\n")[1]
+    rendered = target_tokenizer.apply_chat_template(
+        [{"role": "user", "content": first_user.removeprefix("USER: ")}], tokenize=False, add_generation_prompt=True)
+    assert rendered == f"{first_user}\nROBOT:"
+    prompt_ids = target_tokenizer(rendered, add_special_tokens=False)["input_ids"]
+    corpus_ids = target_tokenizer(f"{first_user}\n{first_robot}", add_special_tokens=False)["input_ids"]
+    assert corpus_ids[:len(prompt_ids)] == prompt_ids, "the generation prompt must tokenise as the corpus does"
+    with pytest.raises(Exception, match="unknown role"):
+        target_tokenizer.apply_chat_template([{"role": "tool", "content": "x"}], tokenize=False)

@@ -20,7 +20,7 @@ from training.corpora.split import read_jsonl, write_jsonl
 from training.heldout import HELDOUT_DOC_BUDGET, MAX_DOC_CHARS, make_prompts
 from training.members import DRAFT_NAMES, TARGET_CHECKPOINT
 from training.paths import CHECKPOINT_DIR, DOMAINS, HELDOUT_DIR, ZOO_DIR
-from training.tokenizer import load_tokenizer
+from training.tokenizer import CHAT_TEMPLATE, load_tokenizer
 
 
 def _member_sources() -> dict[str, tuple[Path, str]]:
@@ -37,6 +37,7 @@ def _member_sources() -> dict[str, tuple[Path, str]]:
 def export_models() -> list[dict[str, object]]:
     """Write every zoo dir in bf16 and return catalogue entries."""
     tok = load_tokenizer()
+    tok.chat_template = CHAT_TEMPLATE  # the robot corpus's dialogue format, for goals that send messages
     entries: list[dict[str, object]] = []
     for name, (ckpt, domain) in _member_sources().items():
         model = LlamaForCausalLM.from_pretrained(ckpt, dtype=torch.float32)

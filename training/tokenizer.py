@@ -18,6 +18,9 @@ from training.paths import DOMAINS, TOKENIZER_DIR
 VOCAB_SIZE = 4096
 BOS, EOS, PAD = "<s>", "</s>", "<pad>"
 SAMPLE_CHARS_PER_DOMAIN = 1_500_000
+CHAT_TEMPLATE = (Path(__file__).with_name("chat_template.jinja")).read_text()
+"""The chat template every zoo member's tokenizer carries: renders messages as the robot corpus
+(``training/corpora/robot.py``) writes dialogues, "USER: ...\nROBOT: ...\n" lines."""
 
 
 def _training_sample() -> list[str]:

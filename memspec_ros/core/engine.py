@@ -291,6 +291,55 @@ class DecodeState:
         self.stats.append(stats)
         return stats
 
+    def rewind(self, length: int) -> None:
+        """Keep only the first ``length`` committed tokens, and the KV cache to match.
+
+        ``length`` may not cut into the current turn's prompt. Used to end a turn at a stop
+        string, and to reuse the cached part of a chat history that was rendered differently
+        after that point (:mod:`memspec_ros.runtime.chat`). Keeps the cache invariant: it covers
+        every committed token but the last.
+        """
+        if not 1 <= length <= len(self.token_ids):
+            raise ValueError(f"cannot rewind {len(self.token_ids)} committed tokens to {length}")
+        del self.token_ids[length:]
+        self.scorer.truncate(length - 1)
+        self.turn_start = min(self.turn_start, length)
+
+    def stop_at(self, chars: int) -> None:
+        """End the current turn after the first ``chars`` characters of its text (a stop string
+        begins there): the text, the committed tokens and the KV cache then all end there.
+
+        When the cut falls inside a token, that token is dropped and the characters of it before
+        the cut are tokenised again and appended (prefilled, as a prompt is), so the dialogue's
+        text is exactly what the client received. What this keeps lossless: the turn's text is
+        the target's own output up to the stop string; the next turn then sees that text, with
+        its last few characters in their canonical tokenisation rather than the token the target
+        sampled (which would reach past the stop). Neither alternative is acceptable: keeping the
+        token puts text after the stop into the context, dropping its first characters loses
+        text the client saw.
+        """
+        text = self.text()
+        if not 0 <= chars <= len(text):
+            raise ValueError(f"cannot cut a {len(text)}-character turn after {chars} characters")
+        kept_text = text[:chars]
+        out = self.output_ids
+        whole = len(out)
+        while whole > 0:  # the longest run of whole tokens that lies inside the kept text
+            decoded = self.engine.tokenizer.decode(out[:whole], skip_special_tokens=True,
+                                                   clean_up_tokenization_spaces=False)
+            if len(decoded) <= chars and kept_text.startswith(decoded) and not decoded.endswith("\ufffd"):
+                break
+            whole -= 1
+        else:
+            decoded = ""
+        piece = kept_text[len(decoded):]
+        piece_ids = self.engine.encode(piece, add_special_tokens=False) if piece else []
+        self.rewind(self.turn_start + whole)
+        if piece_ids:
+            self.scorer.prefill([self.token_ids[-1], *piece_ids[:-1]])
+            self.token_ids.extend(piece_ids)
+        self.finish_reason = FinishReason.STOP
+
     def continue_with(self, prompt: Prompt, max_new_tokens: int, params: SamplingParams | None = None) -> None:
         """Append the next dialogue turn, keeping the target cache (no re-prefill of history).
 

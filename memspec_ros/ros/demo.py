@@ -3,7 +3,8 @@
 Starts ``memspec_node`` as its own process (as a robot's bringup would), configures and
 activates it over the standard lifecycle services, then plays a dialogue whose turns
 move between domains (robot commands, code, math, licence text, prose) through the
-Generate action. It prints each streamed answer, then what the working set did: which
+Generate action: the robot turns as chat messages with a system prompt and a stop string,
+the others as raw text. It prints each streamed answer, then what the working set did: which
 drafts were loaded and evicted, how often the active draft changed, and acceptance.
 Everything crosses real DDS, restricted to this machine.
 """
@@ -16,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from memspec_interfaces.action import Generate
 from memspec_interfaces.msg import DraftResidency, DraftState
 
 from memspec_ros.ros.generate_client import GenerateClient, make_goal
@@ -24,16 +26,32 @@ from memspec_ros.ros.node_process import NodeProcess
 from memspec_ros.ros.qos import RESIDENCY_LOG_QOS
 from memspec_ros.ros.tool_node import tool_node
 
-#: (domain, user turn). The session keeps the whole dialogue as context.
+SYSTEM_PROMPT = "You are a helpful indoor service robot. Confirm each task and give its [cmd] lines."
+STOP = ("\nUSER:",)
+"""The robot answers until it would start the user's next line (the zoo's dialogue format)."""
+
+#: (domain, text). Robot turns are chat messages of one session (system prompt, stop string):
+#: the node renders them with the target's chat template. The other domains are raw text
+#: continued in a second session; both run on the same drafts, so the working set follows
+#: the topic from goal to goal.
 DIALOGUE: tuple[tuple[str, str], ...] = (
-    ("robot", "USER: Could you go to the kitchen and bring me the red cup\nROBOT:"),
-    ("robot", "\nUSER: Then open the door of the lab\nROBOT:"),
-    ("code", "\ndef clamp(value, low, high):\n    \"\"\"Limit value to the range [low, high].\"\"\"\n"),
+    ("robot", "Could you go to the kitchen and bring me the red cup"),
+    ("robot", "Then open the door of the lab"),
+    ("code", "def clamp(value, low, high):\n    \"\"\"Limit value to the range [low, high].\"\"\"\n"),
     ("math", "\nProblem: Compute the derivative of 4*x**3 - 2*x with respect to x.\nSolution:"),
     ("legal", "\nTHE SOFTWARE IS PROVIDED \"AS IS\", WITHOUT WARRANTY OF ANY KIND,"),
     ("prose", "\nA wise man once said that"),
-    ("robot", "\nUSER: Go back to the charging station\nROBOT:"),
+    ("robot", "Go back to the charging station"),
 )
+
+
+def goal_for(domain: str, text: str, max_new_tokens: int, first_chat: bool) -> Generate.Goal:
+    """A robot turn as a user message of the chat session, any other as raw text of the text session."""
+    if domain == "robot":
+        return make_goal(messages=[("user", text)], system_prompt=SYSTEM_PROMPT if first_chat else "", stop=STOP,
+                         max_new_tokens=max_new_tokens, session_id="demo-chat")
+    return make_goal(text, max_new_tokens, session_id="demo-text")
+
 
 STATE = {DraftState.ON_STORAGE: "storage", DraftState.LOADING: "loading", DraftState.RESIDENT: "resident",
          DraftState.EVICTING: "evicting"}
@@ -97,11 +115,15 @@ def _run(client_node, node: NodeProcess, residency: ResidencyLog, max_new_tokens
         print("[demo] no Generate action server; node log:\n" + node.log())
         return 1
     totals = {"tokens": 0, "seconds": 0.0, "switches": 0, "stall": 0.0}
-    for i, (domain, prompt) in enumerate(DIALOGUE, 1):
-        print(f"\n--- turn {i} ({domain}) ---\n{prompt.strip()}", flush=True)
+    print(f"[demo] system prompt of the robot chat: {SYSTEM_PROMPT!r}, stop strings {list(STOP)}")
+    first_chat = True
+    for i, (domain, text) in enumerate(DIALOGUE, 1):
+        kind = "user message" if domain == "robot" else "raw text"
+        print(f"\n--- turn {i} ({domain}, {kind}) ---\n{text.strip()}", flush=True)
         t = time.monotonic()
-        call = gen.send(make_goal(prompt, max_new_tokens, session_id="demo"),
+        call = gen.send(goal_for(domain, text, max_new_tokens, first_chat),
                         on_feedback=lambda f: (sys.stdout.write(f.delta), sys.stdout.flush()))
+        first_chat = first_chat and domain != "robot"
         if not call.wait_accepted():
             print("[demo] goal rejected; node log:\n" + node.log())
             return 1
@@ -113,7 +135,7 @@ def _run(client_node, node: NodeProcess, residency: ResidencyLog, max_new_tokens
         totals["stall"] += r.stall_seconds
         print(f"\n[{r.num_tokens} tokens, {r.tokens_per_second:.1f} tok/s, acceptance {r.acceptance_rate:.2f}, "
               f"mean accepted length {r.mean_accepted_length:.2f}, drafts {list(r.drafts_used) or ['target only']}, "
-              f"switches {r.draft_switches}, stall {r.stall_seconds:.3f} s]")
+              f"switches {r.draft_switches}, stall {r.stall_seconds:.3f} s, finish_reason {r.finish_reason}]")
         if not call.succeeded:
             print(f"[demo] generation did not succeed: {r.message}")
             return 1

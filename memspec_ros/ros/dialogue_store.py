@@ -67,8 +67,12 @@ class DialogueStore:
     _sessions: OrderedDict[str, StoredDialogue] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def claim(self, session_id: str, token: str) -> Claim:
+    def claim(self, session_id: str, token: str, *, chat: bool = False) -> Claim:
         """At goal time: check ownership of an existing session, or open a new one; pin it.
+
+        ``chat``: the goal sends messages (not a raw prompt). A session is one or the other,
+        fixed by the goal that opened it: a chat session's history is its messages, a prompt
+        session's is its text, and neither can be continued with the other.
 
         Every successful claim must be paired with :meth:`release` when the goal ends.
         """
@@ -81,8 +85,14 @@ class DialogueStore:
                         f"session_id {echo(session_id)} belongs to another client: send the session_token "
                         "from the first result of that session, or open a new session with another id"
                     ))
+                if session.conversation.is_chat != chat:
+                    kind, other = ("messages", "prompt") if session.conversation.is_chat else ("prompt", "messages")
+                    return Claim(problem=(
+                        f"session_id {echo(session_id)} was opened with {kind}: continue it with {kind}, "
+                        f"not {other} (or open a new session)"
+                    ))
             else:
-                session = StoredDialogue(Conversation(), secrets.token_urlsafe(24), self.clock())
+                session = StoredDialogue(Conversation(chat=chat), secrets.token_urlsafe(24), self.clock())
                 self._sessions[session_id] = session
             session.holds += 1
             session.last_used = self.clock()

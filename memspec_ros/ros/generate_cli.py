@@ -1,7 +1,10 @@
-"""``memspec_generate "prompt"``: stream an answer from the node to the terminal.
+"""``memspec_generate "text"``: stream an answer from the node to the terminal.
 
 Sends a Generate goal, prints feedback deltas as they arrive, then the result
-statistics. Ctrl-C cancels the goal (the node stops within one round) and still prints
+statistics, why generation ended (finish_reason) and the seed (to replay a sample).
+The text is sent as a user message (the node renders it with the model's chat template);
+``--raw`` sends it as a raw prompt instead. ``--system`` sets a system prompt, ``--stop``
+(repeatable) ends the answer at a string. Ctrl-C cancels the goal (the node stops within one round) and still prints
 what was generated and the statistics. ROS arguments work as for any ROS program:
 ``memspec_generate "hi" --ros-args -r __ns:=/robot1`` talks to ``/robot1/memspec/generate``.
 """
@@ -26,29 +29,51 @@ def format_result(result: Generate.Result) -> str:
         f"tokens: {result.num_tokens}  tokens/s: {result.tokens_per_second:.1f}  "
         f"acceptance: {result.acceptance_rate:.2f}  mean accepted length: {result.mean_accepted_length:.2f}\n"
         f"draft switches: {result.draft_switches}  stall: {result.stall_seconds:.3f} s  "
-        f"drafts used: {', '.join(result.drafts_used) or '(target only)'}  message: {result.message}"
+        f"drafts used: {', '.join(result.drafts_used) or '(target only)'}\n"
+        f"finish_reason: {result.finish_reason}  seed: {result.seed}  message: {result.message}"
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the tool; ``argv`` is a whole command line (program name first), as ``sys.argv``."""
-    argv = list(sys.argv if argv is None else argv)
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The tool's options from a whole command line (ROS arguments removed)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("prompt")
+    parser.add_argument("text", help="what the user says (a user message), or with --raw the raw prompt")
+    parser.add_argument("--raw", action="store_true",
+                        help="send the text as a raw prompt, not as a chat message (no chat template)")
+    parser.add_argument("--system", default="", help="system prompt (chat messages only)")
+    parser.add_argument("--stop", action="append", default=[], metavar="STRING",
+                        help="end the answer at this string (repeatable; e.g. --stop $'\\nUSER:')")
     parser.add_argument("--action", default="memspec/generate",
                         help="action name, resolved in this tool's namespace and remaps (default %(default)s)")
-    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--max-new-tokens", type=int, default=0, help="0 = the node's default_max_new_tokens")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--top-k", type=int, default=0, help="0 = no top-k truncation")
+    parser.add_argument("--seed", type=int, default=0, help="0 = the node draws one (printed at the end)")
     parser.add_argument("--domain-hint", default="")
     parser.add_argument("--session-id", default="", help="continue this dialogue session")
     parser.add_argument("--session-token", default="",
                         help="the session's token (default: the one this tool remembered in "
                              "$ROS_HOME/memspec_session_tokens.json when it opened the session)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the server")
-    args = parser.parse_args(remove_ros_args(args=argv)[1:])
+    return parser.parse_args(remove_ros_args(args=argv)[1:])
 
+
+def goal_from_args(args: argparse.Namespace, session_token: str) -> Generate.Goal:
+    """The goal the options describe: a user message (or with ``--raw`` a raw prompt)."""
+    return make_goal(
+        args.text if args.raw else "", args.max_new_tokens,
+        messages=() if args.raw else [("user", args.text)], system_prompt=args.system, stop=args.stop,
+        temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+        seed=args.seed, domain_hint=args.domain_hint, session_id=args.session_id,
+        session_token=session_token,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the tool; ``argv`` is a whole command line (program name first), as ``sys.argv``."""
+    argv = list(sys.argv if argv is None else argv)
+    args = parse_args(argv)
     with tool_node("memspec_generate", argv) as node:
         return _generate(node, args)
 
@@ -62,11 +87,7 @@ def _generate(node: Node, args: argparse.Namespace) -> int:
         tokens = SessionTokenFile()
         session_token = args.session_token or (tokens.get(client.action_name, args.session_id)
                                                if args.session_id else "")
-        goal = make_goal(
-            args.prompt, args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
-            seed=args.seed, domain_hint=args.domain_hint, session_id=args.session_id,
-            session_token=session_token,
-        )
+        goal = goal_from_args(args, session_token)
         call = client.send(goal, on_feedback=lambda f: (sys.stdout.write(f.delta), sys.stdout.flush()))
         if not call.wait_accepted(args.timeout):
             print("error: goal rejected (the reason is on /memspec/goal_rejections and in the node log)",

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from action_msgs.msg import GoalStatus
 from memspec_interfaces.action import Generate
+from memspec_interfaces.msg import ChatMessage
 from rclpy.action import ActionClient
 from rclpy.node import Node
 from unique_identifier_msgs.msg import UUID
@@ -23,22 +24,34 @@ from memspec_ros.ros.qos import FEEDBACK_QOS, GOAL_SERVICE_QOS
 
 
 def make_goal(
-    prompt: str,
-    max_new_tokens: int = 64,
+    prompt: str = "",
+    max_new_tokens: int = 0,
     *,
+    messages: Sequence[tuple[str, str]] | Sequence[ChatMessage] = (),
+    system_prompt: str = "",
+    stop: Sequence[str] = (),
     temperature: float = 0.0,
     top_p: float = 1.0,
+    top_k: int = 0,
     seed: int = 0,
     domain_hint: str = "",
     session_id: str = "",
     session_token: str = "",
 ) -> Generate.Goal:
-    """A Generate goal with sensible defaults (greedy, no nucleus truncation)."""
+    """A Generate goal; every default is the interface's (greedy, the node's default length).
+
+    Send ``prompt`` (raw text) or ``messages`` (``(role, content)`` pairs or ``ChatMessage``),
+    not both. ``seed`` 0 asks the node to draw one (reported in the result).
+    """
     return Generate.Goal(
         prompt=prompt,
+        messages=[m if isinstance(m, ChatMessage) else ChatMessage(role=m[0], content=m[1]) for m in messages],
+        system_prompt=system_prompt,
+        stop=list(stop),
         max_new_tokens=max_new_tokens,
         temperature=temperature,
         top_p=top_p,
+        top_k=top_k,
         seed=seed,
         domain_hint=domain_hint,
         session_id=session_id,

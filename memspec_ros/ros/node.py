@@ -6,8 +6,10 @@ cleans it up (free) deliberately, and sees a failed configure as a transition re
 a reason instead of a crashed process.
 
 The node translates between ROS and :class:`DraftRuntime` and does nothing else: admission
-(tokenising a prompt once, checking the context window), sliding a long dialogue, hint scoping,
-text deltas and why a turn ended (:class:`FinishReason`) all come from the runtime.
+(tokenising a prompt once or rendering chat messages, checking the context window), sliding a
+long dialogue, reusing a chat session's cache, stop strings, hint scoping, text deltas, the
+drawn seed and why a turn ended (:class:`FinishReason`, the result's ``finish_reason``) all
+come from the runtime.
 
 Threads and callback groups (all on one MultiThreadedExecutor):
 
@@ -54,7 +56,7 @@ from memspec_ros.ros.callback_guard import survive
 from memspec_ros.ros.callback_meter import CallbackMeter
 from memspec_ros.ros.dialogue_store import DialogueStore
 from memspec_ros.ros.echo import echo
-from memspec_ros.ros.goal_validation import GoalLimits, goal_problem, sampling_params
+from memspec_ros.ros.goal_validation import GoalLimits, goal_problem, max_new_tokens, sampling_params, turn_input
 from memspec_ros.ros.messages import acceptance_msg, diagnostics_msg, residency_msg
 from memspec_ros.ros.parameters import (
     POLICIES,
@@ -245,7 +247,7 @@ class MemSpecNode(LifecycleNode):
             Generate,
             "~/generate",
             execute_callback=g(self._execute, "generation", lambda exc: Generate.Result(
-                message=f"failed: {type(exc).__name__}: {exc}")),
+                finish_reason=FinishReason.ERROR.value, message=f"failed: {type(exc).__name__}: {exc}")),
             goal_callback=g(self._on_goal, "goal check", lambda _exc: GoalResponse.REJECT),
             cancel_callback=g(lambda _goal: CancelResponse.ACCEPT, "cancel", lambda _exc: CancelResponse.ACCEPT),
             handle_accepted_callback=g(self._on_accepted, "goal start"),
@@ -340,6 +342,7 @@ class MemSpecNode(LifecycleNode):
             max_new_tokens=config["max_new_tokens_limit"],
             max_prompt_chars=config["max_prompt_chars"],
             domains=set(runtime.catalogue.domains) | set(runtime.catalogue.names),
+            default_max_new_tokens=config["default_max_new_tokens"],
         )
         problem = goal_problem(goal, limits)
         if problem:
@@ -352,10 +355,10 @@ class MemSpecNode(LifecycleNode):
             self._inflight += 1
             self._idle.clear()
         try:
-            admission = runtime.admit(goal.prompt, int(goal.max_new_tokens))
+            admission = runtime.admit(turn_input(goal), max_new_tokens(goal, limits), list(goal.stop))
             problem = admission.problem
             if problem is None and goal.session_id:
-                problem = self.dialogues.claim(goal.session_id, goal.session_token).problem
+                problem = self.dialogues.claim(goal.session_id, goal.session_token, chat=bool(goal.messages)).problem
         except Exception:
             self._unreserve()
             raise
@@ -439,6 +442,7 @@ class MemSpecNode(LifecycleNode):
             self.get_logger().error(f"generation failed: {type(exc).__name__}: {exc}")
             self._terminate(goal_handle, "abort")
             return self._session_result(goal_handle, Generate.Result(
+                finish_reason=FinishReason.ERROR.value,
                 message=f"failed: {type(exc).__name__}: {exc}; the session continues from its last completed turn"))
         finally:
             self._finish_goal(goal_handle)
@@ -457,15 +461,18 @@ class MemSpecNode(LifecycleNode):
         if self._stop_reason or runtime is None or self.config is None:
             self._terminate(goal_handle, "abort")
             return self._session_result(goal_handle, Generate.Result(
+                finish_reason=FinishReason.DEACTIVATED.value,
                 message=self._stop_reason or "aborted: the node is not configured"))
         if goal_handle.is_cancel_requested:
             self._terminate(goal_handle, "canceled")
-            return self._session_result(goal_handle, Generate.Result(message="cancelled before it started"))
+            return self._session_result(goal_handle, Generate.Result(
+                finish_reason=FinishReason.CANCELLED.value, message="cancelled before it started"))
         with self._lock:
             request = self._admitted.pop(id(goal), None)
         if request is None:  # accepted by an earlier configuration of the node (cleaned up since)
             self._terminate(goal_handle, "abort")
             return self._session_result(goal_handle, Generate.Result(
+                finish_reason=FinishReason.DEACTIVATED.value,
                 message="aborted: the node was reconfigured after this goal was accepted; send it again"))
         with self._turn_lock:
             return self._run_turn(goal_handle, request)
@@ -478,7 +485,8 @@ class MemSpecNode(LifecycleNode):
         kept = self.dialogues.get(goal.session_id) if goal.session_id else None
         if goal.session_id and kept is None:
             self._terminate(goal_handle, "abort")
-            return Generate.Result(message=f"aborted: session {echo(goal.session_id)} was dropped (node cleaned up)")
+            return Generate.Result(finish_reason=FinishReason.DEACTIVATED.value,
+                                   message=f"aborted: session {echo(goal.session_id)} was dropped (node cleaned up)")
         conversation = kept.conversation if kept is not None else runtime.new_conversation()
 
         def publish(progress: TurnProgress) -> None:
@@ -490,7 +498,7 @@ class MemSpecNode(LifecycleNode):
         def stop() -> FinishReason | None:
             if goal_handle.is_cancel_requested:
                 return FinishReason.CANCELLED
-            return FinishReason.STOPPED if self._stop_reason is not None else None
+            return FinishReason.DEACTIVATED if self._stop_reason is not None else None
 
         with runtime.hint_scope(goal.domain_hint or None):
             report = runtime.run_turn(request, sampling_params(goal), conversation=conversation,
@@ -503,7 +511,7 @@ class MemSpecNode(LifecycleNode):
         if report.finish_reason == FinishReason.CANCELLED:
             result.message = f"cancelled by the client after {report.tokens} tokens"
             self._terminate(goal_handle, "canceled")
-        elif report.finish_reason == FinishReason.STOPPED:
+        elif report.finish_reason == FinishReason.DEACTIVATED:
             result.message = f"{self._stop_reason} (after {report.tokens} tokens)"
             self._terminate(goal_handle, "abort")
         else:
@@ -515,6 +523,8 @@ class MemSpecNode(LifecycleNode):
     def _result(report: GenerationReport) -> Generate.Result:
         return Generate.Result(
             text=report.text,
+            finish_reason=FinishReason(report.finish_reason).value,
+            seed=report.seed or 0,
             num_tokens=report.tokens,
             tokens_per_second=float(report.tokens_per_s),
             acceptance_rate=float(report.acceptance_rate),

@@ -106,6 +106,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("dtype", "float32", "Compute dtype of the models. bfloat16 and float16 halve their memory; output stays the target's own at that dtype and device (greedy: token for token, except at exact logit ties, which low precision makes common).", choices=DTYPES),
     ParamSpec("num_threads", 0, "torch intra-op threads; 0 = auto: at configure, time speculative rounds at 1, 2, 4, ... threads up to the cores available and keep the fastest (logged).", int_range=(0, 256)),
     ParamSpec("max_new_tokens_limit", 512, "Largest max_new_tokens a goal may ask for.", int_range=(1, 100000)),
+    ParamSpec("default_max_new_tokens", 128, "Tokens a goal may generate when it leaves max_new_tokens at 0 (its default); at most max_new_tokens_limit.", int_range=(1, 100000)),
     ParamSpec("max_prompt_chars", 8000, "Longer prompts are rejected with a reason.", int_range=(1, 10_000_000)),
     ParamSpec("busy_policy", "reject", "What to do with a goal that arrives while another generates: reject it with a reason, or queue it.", choices=BUSY_POLICIES),
     ParamSpec("max_queue", 4, "Most goals waiting when busy_policy is 'queue'.", int_range=(0, 1000)),
@@ -180,6 +181,11 @@ def validate(values: dict[str, Any], problems: dict[str, str] | None = None) -> 
     if values["policy"] == "static" and values["static_draft"] and values["static_draft"] not in names:
         raise ConfigError(f"parameter 'static_draft' = '{values['static_draft']}' is not a draft of "
                           f"{catalogue.source} (has {names})")
+    if values["default_max_new_tokens"] > values["max_new_tokens_limit"]:
+        raise ConfigError(
+            f"parameter 'default_max_new_tokens' = {values['default_max_new_tokens']} exceeds "
+            f"max_new_tokens_limit = {values['max_new_tokens_limit']}: lower it or raise the limit"
+        )
     if values["budget_drafts"] == 0 and values["budget_bytes"] == 0:
         raise ConfigError("parameters 'budget_drafts' and 'budget_bytes' are both 0: set one of them")
     if policy_class(values["policy"]).needs_predictor and catalogue.predictor is None:

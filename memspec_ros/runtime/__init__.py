@@ -19,6 +19,7 @@ from .catalogue import (
     zoo_fingerprint,
 )
 from .catalogue_file import CatalogueFile, CatalogueFileError, load_catalogue_file
+from .chat import ChatMessage, ChatTurn
 from .context import ContextFeatures, ContextTracker
 from .conversation import Conversation
 from .cost_model import CostModel, calibrate_overheads, measure_cost_model
@@ -37,6 +38,7 @@ from .runtime import (
 )
 from .scheduler import Scheduler
 from .simulator import SimulationResult, Simulator
+from .stop_strings import StopStrings
 from .storage import StorageModel
 from .traces import DialogueTrace, Turn, TurnTrace, record_dialogue
 from .turn_progress import TurnProgress
@@ -56,6 +58,8 @@ __all__ = [
     "CatalogueError",
     "CatalogueFile",
     "CatalogueFileError",
+    "ChatMessage",
+    "ChatTurn",
     "ContextFeatures",
     "ContextTracker",
     "Conversation",
@@ -85,6 +89,7 @@ __all__ = [
     "Scheduler",
     "SimulationResult",
     "Simulator",
+    "StopStrings",
     "StorageModel",
     "Turn",
     "TurnProgress",

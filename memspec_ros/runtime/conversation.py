@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from memspec_ros.core.engine import DecodeState
 from memspec_ros.core.finish_reason import FinishReason
 
+from .chat import ChatMessage
+
 
 @dataclass(frozen=True)
 class TurnCheckpoint:
@@ -29,14 +31,22 @@ class TurnCheckpoint:
     turns: int
     turn_start: int
     finish_reason: FinishReason | None
+    messages: tuple[ChatMessage, ...]
 
 
 class Conversation:
-    """A dialogue whose context the target keeps across :meth:`DraftRuntime.generate` calls."""
+    """A dialogue whose context the target keeps across :meth:`DraftRuntime.generate` calls.
 
-    def __init__(self) -> None:
+    A chat conversation (``is_chat``) also keeps its messages, its own answers included: they,
+    not the tokens, are the history its next turn renders (:mod:`.chat`); the tokens and the KV
+    cache are what the target has already seen of them.
+    """
+
+    def __init__(self, *, chat: bool = False) -> None:
         self.state: DecodeState | None = None
         self.turns = 0
+        self.is_chat = chat
+        self.messages: list[ChatMessage] = []
 
     @property
     def context_tokens(self) -> int:
@@ -57,7 +67,8 @@ class Conversation:
         """Remember the state after the last completed turn, before a new one starts."""
         s = self.state
         return TurnCheckpoint(state=s, length=len(s.token_ids) if s else 0, turns=self.turns,
-                              turn_start=s.turn_start if s else 0, finish_reason=s.finish_reason if s else None)
+                              turn_start=s.turn_start if s else 0, finish_reason=s.finish_reason if s else None,
+                              messages=tuple(self.messages))
 
     def restore(self, checkpoint: TurnCheckpoint) -> None:
         """Undo a turn that failed half-way: the dialogue continues from its last completed turn.
@@ -66,10 +77,21 @@ class Conversation:
         mid-turn, and every later turn was refused as "still running". The committed tokens and
         the KV cache are cut back to the checkpoint (the cache mirrors all committed tokens but
         the last), so the next turn prefills exactly as if the failed one never happened.
+
+        A chat turn may have cut the cache *below* the checkpoint (a history rendered
+        differently, :mod:`.chat`) before it failed; those tokens are gone, so the state is
+        dropped and the next turn renders the restored messages from scratch. If the failed
+        turn got further, the tokens kept up to the checkpoint's length may be the failed
+        turn's rendering rather than the old ones; they match the cache, and the next chat
+        turn keeps only what agrees with its own rendering, so that is still exact.
         """
         self.state, self.turns = checkpoint.state, checkpoint.turns
+        self.messages = list(checkpoint.messages)
         s = checkpoint.state
         if s is None:
+            return
+        if len(s.token_ids) < checkpoint.length:
+            self.state = None
             return
         del s.token_ids[checkpoint.length:]
         s.scorer.truncate(max(0, checkpoint.length - 1))

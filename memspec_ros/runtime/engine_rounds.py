@@ -15,18 +15,20 @@ from .loader import Loader, LoadTicket
 from .policies.base import Policy
 from .pool import DraftPool, InvalidTransition
 from .round_execution import RoundOutcome
+from .stop_strings import StopStrings
 
 
 class EngineTurn:
     """One turn of a real :class:`DecodeState`."""
 
     def __init__(self, state: DecodeState, prompt_ids: list[int], turn_index: int, pool: DraftPool,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], stops: StopStrings | None = None) -> None:
         self.state = state
         self.prompt_ids = prompt_ids
         self.turn_index = turn_index
         self._pool = pool
         self._clock = clock
+        self._stops = stops if stops else None
 
     @property
     def done(self) -> bool:
@@ -48,6 +50,12 @@ class EngineTurn:
             t0 = self._clock()
             cf = self._counterfactual(ctx_before, emitted, stats.proposed, stats.draft_name)
             cf_s = self._clock() - t0
+        if self._stops is not None:
+            # After every round, so the turn ends in the round that produced the stop string:
+            # its text, tokens and KV cache are cut right before it.
+            at = self._stops.find(state.text())
+            if at is not None:
+                state.stop_at(at)
         return RoundOutcome(draft=stats.draft_name, proposed=stats.proposed, accepted=stats.accepted,
                             emitted_ids=list(emitted),
                             hidden=None if hidden is None else hidden.detach().float().cpu().numpy(),
@@ -93,8 +101,8 @@ class EngineRounds:
     def bind(self, pool: DraftPool, loader: Loader) -> None:
         self._pool = pool
 
-    def begin_turn(self, prompt: Prompt, max_new_tokens: int, params: SamplingParams, conversation: Any
-                   ) -> EngineTurn:
+    def begin_turn(self, prompt: Prompt, max_new_tokens: int, params: SamplingParams, conversation: Any,
+                   stops: StopStrings | None = None) -> EngineTurn:
         """Prefill: open the conversation's decoding state, or continue it with a new prompt."""
         assert self._pool is not None, "bind() first"
         if conversation.state is None:
@@ -109,7 +117,7 @@ class EngineRounds:
             prompt_ids = state.token_ids[before:]
             turn_index = conversation.turns
         conversation.turns += 1
-        return EngineTurn(state, prompt_ids, turn_index, self._pool, self._clock)
+        return EngineTurn(state, prompt_ids, turn_index, self._pool, self._clock, stops)
 
     STOP_POLL_S = 0.05
     """How often a stalled round checks ``should_stop`` while it waits for a load."""

@@ -23,6 +23,7 @@ from memspec_ros.core.stats import RoundStats
 from .loader import Loader, LoadTicket
 from .policies.base import Policy
 from .pool import DraftPool
+from .stop_strings import StopStrings
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,8 @@ class RoundExecutor(Protocol):
         ...
 
     def begin_turn(self, prompt: Any, max_new_tokens: int, params: SamplingParams, conversation: Any,
-                   ) -> TurnRounds:
-        """Start a turn of ``conversation`` (prefill)."""
+                   stops: StopStrings | None = None) -> TurnRounds:
+        """Start a turn of ``conversation`` (prefill); it ends at the first of ``stops`` in its text."""
         ...
 
     def wait_for_load(self, ticket: LoadTicket, timeout_s: float,

@@ -11,8 +11,9 @@ in its own executor callbacks, in other threads.
 
 Everything a server needs between a request and the round loop is here too, so the node only
 translates: :meth:`DraftRuntime.admit` (tokenise once, check the window), sliding a long
-dialogue (in :meth:`generate`, undone with the turn if it fails), :meth:`DraftRuntime.hint_scope`,
-text deltas (``on_progress``) and a :class:`FinishReason` that tells a cancel from a stop.
+dialogue (in :meth:`generate`, undone with the turn if it fails), rendering chat messages
+(:mod:`.chat`), stop strings (:mod:`.stop_strings`), :meth:`DraftRuntime.hint_scope`, text deltas
+(``on_progress``) and a :class:`FinishReason` that tells a cancel from a deactivate.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from memspec_ros.knobs import CHECK_INTERVAL, LOAD_TIMEOUT_S, K
 
 from .acceptance import AcceptanceTracker, RoundRecord
 from .catalogue import Budget, Catalogue, DraftSpec
+from .chat import ChatMessage, ChatTurn
 from .context import ContextTracker
 from .conversation import Conversation
 from .engine_rounds import EngineRounds
@@ -51,6 +53,7 @@ from .pool import DraftPool, InvalidTransition
 from .residency import DraftState, ResidencyEvent
 from .round_execution import RoundExecutor, predictor_calls
 from .scheduler import Scheduler
+from .stop_strings import StopStrings
 from .storage import StorageModel
 from .turn_progress import TextStream, TurnProgress
 from .turns import Admission, TurnRequest, admit, fit_turn
@@ -151,6 +154,11 @@ class GenerationReport:
     kept_tokens: int | None = None
     """``None``, or: the dialogue reached the context window and this turn continued it from
     its last ``kept_tokens`` tokens (see :func:`~memspec_ros.runtime.turns.fit_turn`)."""
+    seed: int | None = None
+    """The seed the turn's sampling generator used (drawn when the caller gave none)."""
+    reused_tokens: int = 0
+    """Tokens of the dialogue's KV cache the turn kept instead of encoding them again (an admitted
+    turn continuing a dialogue; for a chat turn, the common prefix with its rendering)."""
 
     def record_round(self, draft: str | None, proposed: int, accepted: int, stall_s: float) -> None:
         """Account one round; shared by real runs and the simulator so both count alike."""
@@ -397,19 +405,20 @@ class DraftRuntime:
         """A dialogue to continue across calls (pass it to :meth:`generate`)."""
         return Conversation()
 
-    def admit(self, prompt: str, max_new_tokens: int) -> Admission:
-        """Tokenise ``prompt`` (once) and check the turn fits the context window.
+    def admit(self, prompt: str | ChatTurn, max_new_tokens: int, stop: Sequence[str] = ()) -> Admission:
+        """Tokenise ``prompt`` (once), or render a chat turn's messages, and check the turn
+        fits the context window and its stop strings are usable.
 
         The returned :class:`TurnRequest` is what :meth:`run_turn` runs, so a server checks a
         request when it arrives and never tokenises it again.
         """
         if self.engine is None:
             raise RuntimeError("admission needs a real engine (this runtime replays traces)")
-        return admit(self.engine, prompt, max_new_tokens)
+        return admit(self.engine, prompt, max_new_tokens, stop)
 
     def run_turn(self, request: TurnRequest, params: SamplingParams = GREEDY, **kwargs) -> GenerationReport:
         """:meth:`generate` for an admitted request (keyword arguments as there)."""
-        return self.generate(request, request.max_new_tokens, params, **kwargs)
+        return self.generate(request, request.max_new_tokens, params, stop=request.stop, **kwargs)
 
     def generate(
         self,
@@ -422,23 +431,32 @@ class DraftRuntime:
         on_progress: Callable[[TurnProgress], None] | None = None,
         progress_every: int = 1,
         should_stop: Callable[[], bool | FinishReason | None] | None = None,
+        stop: Sequence[str] = (),
     ) -> GenerationReport:
         """Generate one turn. ``conversation`` continues a dialogue (its context is kept).
 
         ``prompt``: text or ids (tokenised by the engine; a dialogue that overflows is an
         error), or an admitted :class:`TurnRequest` (a dialogue that would overflow slides).
         ``on_round(stats, state)`` runs after every round; ``on_progress(progress)`` gets text
-        deltas every ``progress_every`` rounds and at the end. ``should_stop()`` is polled before
-        every round: truthy ends the turn, as ``FinishReason.CANCELLED`` unless it returns a
-        :class:`FinishReason` itself (a server says ``STOPPED`` for a deactivate).
+        deltas every ``progress_every`` rounds and at the end, holding back text that may be
+        the start of a stop string. ``should_stop()`` is polled before every round: truthy ends
+        the turn, as ``FinishReason.CANCELLED`` unless it returns a :class:`FinishReason` itself
+        (a server says ``DEACTIVATED`` for a deactivate). ``stop``: the turn ends at the first of
+        these strings in its text (``FinishReason.STOP``), and its text, tokens and the
+        conversation's context end right before it.
+
+        ``params`` without a seed get a fresh one, reported as ``GenerationReport.seed``.
         """
         if self._closed:
             raise RuntimeError("runtime is closed")
-        stream = TextStream(on_progress, progress_every) if on_progress is not None else None
+        params = params.with_drawn_seed()
+        stops = StopStrings(stop)
+        stream = TextStream(on_progress, progress_every, stops) if on_progress is not None else None
         with self._generate_lock:
             checkpoint = conversation.checkpoint() if conversation is not None else None
             try:
-                return self._generate(prompt, max_new_tokens, params, conversation, on_round, stream, should_stop)
+                return self._generate(prompt, max_new_tokens, params, conversation, on_round, stream, should_stop,
+                                      stops)
             except BaseException:
                 # A failed turn must not break the dialogue: back to the last completed turn.
                 self.pool.set_active(None)
@@ -505,19 +523,25 @@ class DraftRuntime:
     # ------------------------------------------------------------------ the loop
     def _generate(self, prompt: Prompt | TurnRequest, max_new_tokens: int, params: SamplingParams,
                   conversation: Conversation | None, on_round, stream: TextStream | None,
-                  should_stop) -> GenerationReport:
+                  should_stop, stops: StopStrings) -> GenerationReport:
         t_start = self._clock()
         tick_s0 = self.scheduler.stats.seconds
         pred_s0 = self.rounds.predictor_seconds(self.policy)
         totals0 = self.loader.totals()
         conv = conversation or Conversation()
         kept = None
+        chat_messages = None
+        reused = 0
         if isinstance(prompt, TurnRequest):
             if self.engine is None:
                 raise RuntimeError("an admitted request needs a real engine (this runtime replays traces)")
-            fitted = fit_turn(self.engine, conv, prompt)  # the caller's checkpoint undoes a slide
-            prompt, kept = fitted.prompt_ids, fitted.kept_tokens
-        turn = self.rounds.begin_turn(prompt, max_new_tokens, params, conv)  # prefill: loads go on meanwhile
+            fitted = fit_turn(self.engine, conv, prompt)  # the caller's checkpoint undoes a slide or a cut
+            prompt, kept, chat_messages = fitted.prompt_ids, fitted.kept_tokens, fitted.messages
+            reused = fitted.reused_tokens
+        elif conv.is_chat:
+            raise ValueError("a chat conversation continues with admitted chat turns (TurnRequest), not raw prompts")
+        # prefill: loads go on meanwhile
+        turn = self.rounds.begin_turn(prompt, max_new_tokens, params, conv, stops)
         turn_index = turn.turn_index
         self.context.new_turn(turn.prompt_ids)
         with self._lock:
@@ -527,7 +551,7 @@ class DraftRuntime:
         self.policy.new_turn(self.view())
         report = GenerationReport(output_ids=[], text="", finish_reason="", wall_s=0.0,
                                   prompt_tokens=len(turn.prompt_ids) - (1 if turn_index == 0 else 0),
-                                  kept_tokens=kept)
+                                  kept_tokens=kept, seed=params.seed, reused_tokens=reused)
         turn_rounds = 0
         since_tick = 0
         stopped: FinishReason | None = None
@@ -597,6 +621,8 @@ class DraftRuntime:
                     self.on_check_due()
         self.pool.set_active(None)  # nothing proposes between turns
         report.output_ids, report.text, report.finish_reason = turn.finish(stopped)
+        if chat_messages is not None:  # the answer becomes part of the history the next turn renders
+            conv.messages = [*chat_messages, ChatMessage("assistant", report.text)]
         if stream is not None:
             stream.close(turn.state)
         report.wall_s = self._clock() - t_start

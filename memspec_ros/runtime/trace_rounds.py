@@ -23,6 +23,7 @@ from .policies.base import Policy
 from .pool import DraftPool
 from .residency import DraftState, ResidencyEvent
 from .round_execution import RoundOutcome, predictor_calls
+from .stop_strings import StopStrings
 from .traces import DialogueTrace, TurnTrace
 from .virtual_time import VirtualClock, VirtualLoader
 
@@ -110,9 +111,14 @@ class TraceRounds:
         self.context_len = 0
         self._calls_charged = predictor_calls(policy)
 
-    def begin_turn(self, prompt: Any, max_new_tokens: int, params: SamplingParams, conversation: Any
-                   ) -> TraceTurn:
-        """Prefill of the trace's next turn, which must be the turn asked for."""
+    def begin_turn(self, prompt: Any, max_new_tokens: int, params: SamplingParams, conversation: Any,
+                   stops: StopStrings | None = None) -> TraceTurn:
+        """Prefill of the trace's next turn, which must be the turn asked for.
+
+        A trace has tokens but no text, so it cannot replay stop strings.
+        """
+        if stops:
+            raise ValueError("a trace replay cannot apply stop strings (it has no text)")
         if self._trace is None:
             raise RuntimeError("replay(trace, policy) first")
         index = conversation.turns

@@ -8,6 +8,7 @@ target forwards (:func:`exact_two_tokens`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
@@ -33,7 +34,7 @@ def sample_two_tokens(engine: SpeculativeEngine, draft: DraftProposer, prompt: S
     """Counts of the first two tokens over ``n`` generations seeded ``params.seed + i`` (k=2)."""
     counts: Counter = Counter()
     for i in range(n):
-        seeded = SamplingParams(params.temperature, params.top_p, seed=params.seed + i)
+        seeded = dataclasses.replace(params, seed=params.seed + i)
         session = engine.generate(list(prompt), draft, k=2, max_new_tokens=2, params=seeded)
         counts[tuple(session.output_ids)] += 1
     return counts

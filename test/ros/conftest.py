@@ -75,11 +75,19 @@ def client_node() -> Iterator[Node]:
 
 @pytest.fixture(scope="session")
 def zoo_engine():
-    """The bundled target in this process, as ground truth for lossless checks."""
+    """The bundled target in this process, as ground truth for lossless checks.
+
+    Single-threaded torch: the node process decodes beside it on a 2-core machine, and two
+    intra-op threads per process oversubscribe the cores (a 40-token reference generation
+    took 15-22 s with two threads under load, 1.1 s with one).
+    """
+    import torch
+
     from memspec_ros.bundled_zoo import bundled_zoo_root
     from memspec_ros.core.engine import SpeculativeEngine
     from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
 
+    torch.set_num_threads(1)
     root = bundled_zoo_root() / "target"
     return SpeculativeEngine(load_causal_lm(root), load_tokenizer(root))
 

@@ -82,3 +82,15 @@ def test_idle_sessions_expire(zoo_engine, timeout) -> None:
     clock.now = 61.0
     store.expire()
     assert ("quiet" in store) == (timeout == 0.0)
+
+
+def test_a_session_is_a_prompt_or_a_chat_session_from_its_first_goal() -> None:
+    """The first goal fixes the kind; the other kind is refused at goal time with the way out."""
+    store = DialogueStore(4)
+    chat = store.claim("chat", "", chat=True)
+    assert chat.problem is None and store.get("chat").conversation.is_chat
+    refused = store.claim("chat", chat.token)
+    assert refused.problem is not None and "opened with messages" in refused.problem
+    prompt = store.claim("text", "")
+    assert "opened with prompt" in store.claim("text", prompt.token, chat=True).problem
+    assert store.claim("chat", chat.token, chat=True).problem is None

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from memspec_interfaces.msg import AcceptanceStats, DraftResidency, DraftState
+from memspec_interfaces.action import Generate
+from memspec_interfaces.msg import AcceptanceStats, ChatMessage, DraftResidency, DraftState
 from prompts import CODE_PROMPT, LEGAL_PROMPT, LONG_TOKENS, MATH_PROMPT, ROBOT_PROMPT
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -23,6 +24,8 @@ from memspec_ros.ros.generate_client import GenerateClient, make_goal
 from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
 from memspec_ros.ros.qos import REJECTIONS_QOS, RESIDENCY_LOG_QOS
+from memspec_ros.runtime.chat import ChatMessage as Message
+from memspec_ros.runtime.chat import ChatTurn, merged, render_ids
 
 DIALOGUE = [("robot", ROBOT_PROMPT), ("code", CODE_PROMPT), ("math", MATH_PROMPT), ("legal", LEGAL_PROMPT)]
 LONG_PROMPTS = (CODE_PROMPT, LEGAL_PROMPT)
@@ -167,6 +170,7 @@ def test_cancel_within_a_round(served) -> None:
     call.cancel()
     result = call.wait(60)
     assert "cancel" in result.message.lower(), result.message
+    assert result.finish_reason == "cancelled"
     assert result.num_tokens < LONG_TOKENS
 
 
@@ -176,8 +180,10 @@ def test_cancel_within_a_round(served) -> None:
         ("prompt", "", "empty"),
         ("prompt", "x" * 10_001, "characters"),
         ("prompt", "bell\x07", "control"),
-        ("max_new_tokens", 0, "max_new_tokens"),
         ("max_new_tokens", 10**9, "max_new_tokens"),
+        ("stop", ["\nUSER:", ""], "empty"),
+        ("system_prompt", "Be brief.", "system_prompt needs messages"),
+        ("messages", [ChatMessage(role="user", content="hi")], "both prompt and messages"),
         ("temperature", -1.0, "temperature"),
         ("temperature", float("nan"), "temperature"),
         ("top_p", 0.0, "top_p"),
@@ -234,6 +240,7 @@ def test_deactivate_during_generation_ends_it_cleanly(served) -> None:
     assert lc.change_state("deactivate")
     result = call.wait(60)
     assert "deactivat" in result.message.lower()
+    assert result.finish_reason == "deactivated"
     assert not gen.send(make_goal("USER: hi\nROBOT:", 4)).wait_accepted()
     assert lc.change_state("activate")
     assert gen.generate(make_goal("USER: hi\nROBOT:", 4), timeout_s=60).succeeded
@@ -309,3 +316,52 @@ def test_each_turn_of_a_session_uses_its_own_sampling_settings(served) -> None:
         texts[sid] = call.result.text
     assert texts["sampled-a"] == texts["sampled-b"], "same seed, same context: same sample"
     assert texts["sampled-a"] != texts["greedy-c"], "turn 2 must sample, not reuse turn 1's greedy settings"
+
+
+def test_a_goal_that_sets_only_a_prompt_succeeds_with_the_defaults(served) -> None:
+    """Every other field at its interface default: greedy, the node's default_max_new_tokens, a drawn seed."""
+    call = served["gen"].generate(Generate.Goal(prompt=ROBOT_PROMPT), timeout_s=120)
+    assert call.succeeded, (call.result, served["node"].log())
+    assert 0 < call.result.num_tokens <= 128  # config/memspec.yaml's default_max_new_tokens
+    assert call.result.finish_reason in ("eos", "length"), call.result.finish_reason
+    assert call.result.seed != 0, "seed 0 means: draw one and report it"
+    short = served["gen"].generate(make_goal(ROBOT_PROMPT, 3), timeout_s=120)
+    assert short.result.finish_reason == "length" and short.result.num_tokens == 3
+
+
+def test_a_chat_session_with_a_system_prompt_and_stop_strings_is_lossless(served, zoo_engine) -> None:
+    """Five turns of messages: each answer is the target's own greedy continuation of the rendering of
+    the whole conversation so far (its earlier answers included, as the node stored them), cut at
+    the first stop string; nothing past a stop is streamed or kept (the next turn would differ)."""
+    gen = served["gen"]
+    system, stop = "You are a helpful indoor service robot.", ["\nUSER:"]
+    users = ("Go to the kitchen", "Pick up the red cup in the kitchen", "Bring the red cup to the office",
+             "What is your battery level?", "Stop right there")
+    history: list[Message] = []
+    reasons = set()
+    for i, user in enumerate(users):
+        turn = ChatTurn((Message("user", user),), system if i == 0 else "")
+        rendered = render_ids(zoo_engine, merged(history, turn))
+        call = gen.generate(make_goal(messages=[("user", user)], system_prompt=turn.system_prompt, stop=stop,
+                                      max_new_tokens=40, session_id="chat-1"), timeout_s=120)
+        assert call.succeeded, (i, call.result, served["node"].log())
+        greedy = zoo_engine.tokenizer.decode(zoo_engine.target_greedy(rendered, 40), skip_special_tokens=True,
+                                             clean_up_tokenization_spaces=False)
+        expected = greedy[:greedy.find(stop[0])] if stop[0] in greedy else greedy
+        assert call.result.text == expected, (i, call.result.text, greedy)
+        assert call.streamed_text == call.result.text and stop[0] not in call.streamed_text
+        reasons.add(call.result.finish_reason)
+        history = [*merged(history, turn), Message("assistant", call.result.text)]
+    assert "stop" in reasons, reasons
+    as_prompt = gen.send(make_goal("USER: hi\nROBOT:", 4, session_id="chat-1"))
+    assert as_prompt.wait_accepted() is False
+    assert served["rejections"].wait_for(lambda m: "opened with messages" in m.data, timeout_s=10) is not None
+
+
+def test_a_drawn_seed_replays_the_same_sample(served) -> None:
+    gen = served["gen"]
+    goal = dict(messages=[("user", "Go to the garage")], max_new_tokens=24, temperature=1.0, top_k=40, top_p=0.9)
+    drawn = gen.generate(make_goal(**goal), timeout_s=120).result
+    assert drawn.seed != 0
+    replay = gen.generate(make_goal(**goal, seed=drawn.seed), timeout_s=120).result
+    assert replay.text == drawn.text and replay.seed == drawn.seed

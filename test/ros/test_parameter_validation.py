@@ -78,6 +78,7 @@ def test_shared_knobs_use_the_one_bounds_table(tmp_path, name, knob) -> None:
     ({"catalogue": "/nonexistent/catalogue.yaml"}, "'catalogue'.*does not exist"),
     ({"budget_drafts": 0, "budget_bytes": 0}, "both 0"),
     ({"policy": "static", "static_draft": "draft-poetry"}, "'static_draft'"),
+    ({"default_max_new_tokens": 600}, "'default_max_new_tokens' = 600 exceeds max_new_tokens_limit"),
 ])
 def test_bad_values_are_refused_naming_the_parameter(tmp_path, changes, match) -> None:
     with pytest.raises(ConfigError, match=match):

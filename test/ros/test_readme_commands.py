@@ -71,12 +71,12 @@ def test_tools_honour_namespaces_and_remaps(client_node, params_file) -> None:
         assert LifecycleClient(client_node, "/robot1/memspec").wait_for_state("active", alive=node.alive), node.log()
         monitor = _tool(["memspec_monitor", "--once", "--ros-args", "-r", "__ns:=/robot1"])
         assert monitor.returncode == 0 and "draft-robot" in monitor.stdout, monitor.stdout + monitor.stderr
-        by_namespace = _tool(["memspec_generate", ROBOT_PROMPT, "--max-new-tokens", "8",
+        by_namespace = _tool(["memspec_generate", ROBOT_PROMPT, "--raw", "--max-new-tokens", "8",
                               "--ros-args", "-r", "__ns:=/robot1"])
         assert by_namespace.returncode == 0, by_namespace.stdout + by_namespace.stderr
-        by_remap = _tool(["memspec_generate", ROBOT_PROMPT, "--max-new-tokens", "8", "--timeout", "20",
+        by_remap = _tool(["memspec_generate", ROBOT_PROMPT, "--raw", "--max-new-tokens", "8", "--timeout", "20",
                           "--ros-args", "-r", "memspec/generate:=/robot1/memspec/generate"])
         assert by_remap.returncode == 0, by_remap.stdout + by_remap.stderr
         assert by_namespace.stdout.splitlines()[0] == by_remap.stdout.splitlines()[0]  # same greedy answer
-        unmapped = _tool(["memspec_generate", ROBOT_PROMPT, "--timeout", "3"])
+        unmapped = _tool(["memspec_generate", ROBOT_PROMPT, "--raw", "--timeout", "3"])
         assert unmapped.returncode == 2 and "/memspec/generate" in unmapped.stderr, unmapped.stderr

@@ -69,6 +69,7 @@ def test_node_survives_errors_keeps_sessions_and_answers_on_ctrl_c(client_node, 
         assert "run-time parameters applied" not in node.log(), "applied during the generation"
         running.cancel()
         assert running.wait(120).message.startswith("cancelled"), running.result.message
+        assert running.result.finish_reason == "cancelled"
         deadline = time.monotonic() + 10
         while "run-time parameters applied" not in node.log() and time.monotonic() < deadline:
             time.sleep(0.05)  # the node logs it as the goal's bookkeeping ends
@@ -96,6 +97,7 @@ def test_node_survives_errors_keeps_sessions_and_answers_on_ctrl_c(client_node, 
         assert node.stop(timeout_s=30) == 0, node.log()
         result = long_call.wait(30)
         assert "shutting down" in result.message, result.message
+        assert result.finish_reason == "deactivated", result.finish_reason
         assert "running the lifecycle shutdown" in node.log() and "shut down from state 'active'" in node.log()
         gen.destroy()
         stranger.destroy()

@@ -122,8 +122,8 @@ def test_deltas_add_up_to_the_text_and_a_stop_is_not_a_cancel(world) -> None:
         conv = rt.new_conversation()
         rounds = []
         stopped = rt.generate(DIALOGUE[0].prompt, 40, conversation=conv, on_round=lambda s, st: rounds.append(s),
-                              should_stop=lambda: FinishReason.STOPPED if len(rounds) >= 2 else None)
-        assert stopped.finish_reason is FinishReason.STOPPED and stopped.rounds == 2
+                              should_stop=lambda: FinishReason.DEACTIVATED if len(rounds) >= 2 else None)
+        assert stopped.finish_reason is FinishReason.DEACTIVATED and stopped.rounds == 2
         cancelled = rt.generate(DIALOGUE[1].prompt, 40, conversation=conv, should_stop=lambda: True)
         assert cancelled.finish_reason is FinishReason.CANCELLED and cancelled.finish_reason.interrupted
         nxt = rt.generate(DIALOGUE[2].prompt, 8, conversation=conv)
