@@ -149,8 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; 2 and one message on a problem the user must fix."""
     args = build_parser().parse_args(argv)
     try:
+        from transformers.utils import logging as hf_logging
+
         from memspec_ros.core.model_loading import configure_threads
 
+        hf_logging.disable_progress_bar()  # ours are enough; theirs would interleave with them
         configure_threads(args.threads)
         {"drafts": _drafts, "predictor": _predictor, "evaluate": _evaluate}[args.command](args)
     except BuildError as exc:

@@ -112,7 +112,7 @@ def test_a_second_run_skips_every_finished_step(built: Built, capsys) -> None:
     assert main(["drafts", "--target", str(built.target), *_corpus_args(built.corpora), "--out", str(built.out),
                  *DRAFTS_TINY]) == 0
     log = capsys.readouterr().out
-    assert "skipped" in log and "[train" not in log and "distill" not in log.replace("skipped", "")
+    assert "] done {" not in log and "[export]" not in log and "[split]" not in log  # nothing trained or written
     for step in ("sizing", "split-robot", "draft-robot-pretrain", "draft-general-distill-continuations",
                  "draft-math-export"):
         assert f"[{step}] finished before with the same inputs: skipped" in log, step
@@ -181,7 +181,7 @@ def test_too_little_disk_space_is_refused_before_writing(built: Built, tmp_path:
     real = shutil_module.disk_usage
     monkeypatch.setattr("memspec_ros.builder.disk_space.shutil.disk_usage",
                         lambda path: real(path)._replace(free=10 << 20))
-    err = _drafts_error(tmp_path, built.target, _corpus_args(built.corpora), capsys)
+    err = _drafts_error(tmp_path, built.target, [*_corpus_args(built.corpora), "--draft-shape", "48x1"], capsys)
     assert "not enough disk space" in err and "MB free" in err
     assert not (tmp_path / "out" / "draft-robot").exists() and not (tmp_path / "out" / "heldout").exists()
 
