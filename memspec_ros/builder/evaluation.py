@@ -32,6 +32,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from memspec_ros.builder.corpora import read_jsonl
+from memspec_ros.builder.disk_space import require_free_space
 from memspec_ros.builder.errors import BuildError
 from memspec_ros.builder.layout import GENERAL, OutputLayout
 from memspec_ros.builder.predictor_step import BuildInputs, read_build
@@ -120,6 +121,7 @@ def run_evaluate(out: Path, settings: EvaluationSettings, *, force: bool = False
     inputs = {"models": zoo_fingerprint([catalogue.target, *(d.path for d in catalogue.drafts)]),
               "drafts": catalogue.draft_names, "heldout": digest, "settings": asdict(settings)}
     ledger = StepLedger(layout.stamps, force=force)
+    require_free_space(out, 4 << 20, "the evaluation reports")
     outcome = ledger.run("evaluate", inputs, lambda: _evaluate(layout, built, settings),
                          outputs=[layout.reports / "evaluation.json", layout.reports / "evaluation.md"])
     print((layout.reports / "evaluation.md").read_text(), flush=True)

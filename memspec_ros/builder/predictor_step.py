@@ -157,7 +157,9 @@ def _train(layout: OutputLayout, built: BuildInputs, settings: PredictorSettings
         return proposers[spec.name] if spec else None
 
     layout.traces.mkdir(parents=True, exist_ok=True)
-    tag = hashlib.sha256(json.dumps([models, asdict(settings)], sort_keys=True).encode()).hexdigest()[:12]
+    # traces depend on the models and the workload, not on the budget: a rerun with more time reuses them
+    workload = {k: v for k, v in asdict(settings).items() if k != "time_budget_s"}
+    tag = hashlib.sha256(json.dumps([models, workload], sort_keys=True).encode()).hexdigest()[:12]
     t0 = time.monotonic()
 
     def record(sessions: list, kind: str, minimum: int) -> list[DialogueTrace]:
