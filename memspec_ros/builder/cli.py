@@ -5,7 +5,8 @@
     memspec_build evaluate --out my_models
 
 Then serve it: ``ros2 launch memspec_ros memspec.launch.py`` with ``catalogue: my_models/catalogue.yaml``.
-Exit codes: 0 done, 2 a problem with the input (the message says what to fix), 1 a bug.
+Exit codes: 0 done, 2 a problem with the input (the message says what to fix), 130 interrupted
+(rerun to resume), 1 a bug.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from memspec_ros.builder.errors import BuildError
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
 def _positive(kind: type) -> object:
@@ -159,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     except BuildError as exc:
         print(f"memspec_build {args.command}: error: {exc}", file=sys.stderr, flush=True)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"memspec_build {args.command}: interrupted; run the same command again to resume (finished steps "
+              "are kept)", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
     return 0
 
 

@@ -146,6 +146,10 @@ def test_unusable_corpora_are_refused_with_the_fix(built: Built, tmp_path: Path,
     assert "does not exist" in _drafts_error(tmp_path, built.target, [*good, "--corpus", "code=/nonexistent.txt"],
                                              capsys)
     assert "reserved" in _drafts_error(tmp_path, built.target, [*good, "--corpus", f"general={latin}"], capsys)
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_text("a b\n\nc d\n\ne f\n\ng h\n")
+    err = _drafts_error(tmp_path, built.target, [*good, "--corpus", f"code={tiny}", "--draft-shape", "48x1"], capsys)
+    assert "only" in err and "training tokens" in err and "--seq-len" in err
 
 
 def test_unservable_targets_are_refused_with_the_fix(built: Built, tmp_path: Path, capsys) -> None:
