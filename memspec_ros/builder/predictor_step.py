@@ -26,6 +26,7 @@ from memspec_ros.builder.layout import OutputLayout
 from memspec_ros.builder.progress import count_bar
 from memspec_ros.builder.prompts import make_prompts
 from memspec_ros.builder.steps import StepLedger
+from memspec_ros.runtime.catalogue_file import CatalogueFile
 
 MAX_DOC_CHARS = 24_000
 """Prompts are cut from the start of long documents only (a 1 MB file would make hundreds)."""
@@ -51,8 +52,9 @@ class PredictorSettings:
 class BuildInputs:
     """The catalogue and split a previous ``memspec_build drafts`` left in the output folder."""
 
-    catalogue: object
+    catalogue: CatalogueFile
     domains: list[str]
+    """The corpora's domains, in the order they were given (drafts add ``general``)."""
 
 
 def read_build(layout: OutputLayout) -> BuildInputs:
