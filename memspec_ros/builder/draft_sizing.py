@@ -84,18 +84,26 @@ def _draft(shape: Shape, target: TargetInfo) -> PreTrainedModel:
 def choose_draft_shape(target_model: PreTrainedModel, target: TargetInfo, k: int, *,
                        candidates: tuple[Shape, ...] = CANDIDATES, reps: int = 20) -> SizingResult:
     """Measure the target and candidate drafts; return the largest draft meeting the rule."""
+    # On a shared machine a burst of other work inflates a measurement; the target is measured
+    # before and after the candidates and the lower figure kept, which can only make the rule stricter.
     verify = step_ms(target_model, k + 1, reps=reps)
     single = step_ms(target_model, 1, reps=reps)
-    measured: list[dict[str, float | str]] = []
-    chosen, ratio, chosen_ms = candidates[-1], 0.0, 0.0
+    draft_ms: list[tuple[Shape, float]] = []
     for shape in candidates:
         torch.manual_seed(0)
         ms = draft_step_ms(_draft(shape, target), reps=reps)
-        r = verify / ms
-        measured.append({"shape": shape.label, "draft_step_ms": round(ms, 4), "ratio": round(r, 2)})
-        print(f"[sizing] draft {shape.label}: step {ms:.3f} ms, target verify / step = {r:.1f}x", flush=True)
-        chosen, ratio, chosen_ms = shape, r, ms
-        if r >= MIN_RATIO:
+        draft_ms.append((shape, ms))
+        print(f"[sizing] draft {shape.label}: step {ms:.3f} ms, target verify / step = {verify / ms:.1f}x",
+              flush=True)
+        if verify / ms >= MIN_RATIO:
+            break
+    verify = min(verify, step_ms(target_model, k + 1, reps=reps))
+    measured: list[dict[str, float | str]] = []
+    chosen, ratio, chosen_ms = candidates[-1], 0.0, 0.0
+    for shape, ms in draft_ms:
+        measured.append({"shape": shape.label, "draft_step_ms": round(ms, 4), "ratio": round(verify / ms, 2)})
+        chosen, ratio, chosen_ms = shape, verify / ms, ms
+        if ratio >= MIN_RATIO:
             break
     return SizingResult(k=k, target_verify_ms=round(verify, 4), target_step_ms=round(single, 4),
                         measured=measured, chosen=asdict(chosen), draft_step_ms=round(chosen_ms, 4),

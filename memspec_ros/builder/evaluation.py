@@ -97,6 +97,16 @@ def estimated_speedup(accepted: int, proposed: int, rounds: int, draft_ms: float
     return tokens * target_ms / speculative
 
 
+def verdict(speedup: float, own_acceptance: float, general_acceptance: float | None) -> str:
+    """A draft's verdict (module docstring); ``general_acceptance``: the general draft's on the
+    same domain, ``None`` for the general draft itself."""
+    if speedup < 1.0:
+        return SLOWER
+    if general_acceptance is not None and own_acceptance <= general_acceptance + GENERAL_MARGIN:
+        return NO_BETTER
+    return USEFUL
+
+
 @dataclass(frozen=True)
 class EvaluationSettings:
     time_budget_s: float = 600.0
@@ -180,13 +190,8 @@ def _evaluate(layout: OutputLayout, built: BuildInputs, settings: EvaluationSett
             entry["margin"] = round(matrix[name][domain] - max(others), 4) if others else None
             if general is not None:
                 entry["margin_over_general"] = round(matrix[name][domain] - matrix[general][domain], 4)
-        if speedup < 1.0:
-            entry["verdict"] = SLOWER
-        elif (general is not None and name != general and domain in built.domains
-              and matrix[name][domain] <= matrix[general][domain] + GENERAL_MARGIN):
-            entry["verdict"] = NO_BETTER
-        else:
-            entry["verdict"] = USEFUL
+        general_here = matrix[general][domain] if general not in (None, name) and domain in built.domains else None
+        entry["verdict"] = verdict(speedup, matrix[name].get(domain, 0.0), general_here)
         verdicts[name] = entry
     report: dict[str, object] = {
         "k": settings.k, "max_new_tokens": settings.max_new_tokens, "domains": list(built.domains),
