@@ -41,6 +41,7 @@ from memspec_ros.builder.draft_architecture import Shape, llama_config
 from memspec_ros.builder.draft_sizing import CANDIDATES, MIN_RATIO, SizingResult, choose_draft_shape, fixed_shape
 from memspec_ros.builder.errors import BuildError
 from memspec_ros.builder.layout import GENERAL, OutputLayout, draft_name
+from memspec_ros.builder.prompts import PROMPTS_PER_DOMAIN, make_prompts
 from memspec_ros.builder.steps import StepLedger
 from memspec_ros.builder.target_folder import (
     TargetInfo,
@@ -55,6 +56,8 @@ from memspec_ros.builder.windows import WindowSampler, token_array
 PHASES: tuple[tuple[str, float], ...] = (("pretrain", 0.27), ("distill-corpus", 0.40),
                                          ("distill-continuations", 0.33))
 """Training phases of a draft and their shares of its time budget."""
+MAX_PROMPT_DOC_CHARS = 24_000
+"""Prompts are cut from the start of long held-out documents only."""
 CONTINUATION_GENERATION_SHARE = 0.4
 """At most this share of the continuation phase goes to generating the target's continuations."""
 
@@ -124,6 +127,8 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     _require_space(layout, target, corpora, shape, len(all_drafts))
     split_keys = {c.domain: _split_step(ledger, layout, c) for c in corpora}
     _write_manifest(layout, corpora)
+    ledger.run("heldout-prompts", {"splits": split_keys}, lambda: _write_prompts(layout, split_keys),
+               outputs=[layout.heldout_prompts])
     ledger.run("target", {"fingerprint": target.fingerprint},
                lambda: {"placed": place_target(target.path, layout.target)},
                outputs=[layout.target / "config.json"])
@@ -208,6 +213,19 @@ def _split_step(ledger: StepLedger, layout: OutputLayout, corpus: Corpus) -> str
 
     return ledger.run(f"split-{corpus.domain}", {"digest": corpus.digest, "seed": domain_seed(corpus.domain)},
                       work, outputs=[layout.train_split(corpus.domain), layout.heldout(corpus.domain)]).key
+
+
+def _write_prompts(layout: OutputLayout, domains: Mapping[str, str]) -> dict[str, object]:
+    """Evaluation prompts cut from the held-out documents only, in the bundled zoo's format."""
+    counts = {}
+    with layout.heldout_prompts.open("w", encoding="utf-8") as fh:
+        for domain in domains:
+            docs = [d[:MAX_PROMPT_DOC_CHARS] for d in read_jsonl(layout.heldout(domain))]
+            prompts = make_prompts(docs, PROMPTS_PER_DOMAIN)
+            counts[domain] = len(prompts)
+            for prompt in prompts:
+                fh.write(json.dumps({"domain": domain, "prompt": prompt}, ensure_ascii=False) + "\n")
+    return counts
 
 
 def _write_manifest(layout: OutputLayout, corpora: list[Corpus]) -> None:

@@ -5,7 +5,8 @@ Acceptance is measured exactly and cheaply with the greedy identity
 once, each draft runs one teacher-forced pass over prompt + continuation, and
 ``match[t] = draft argmax == target token`` fixes every speculative round of k. The rate is
 accepted / proposed draft tokens, pooled over a domain's prompts. Prompts come from
-``<out>/heldout`` only: documents no draft or predictor was trained on.
+``<out>/heldout/prompts.jsonl``, cut by ``drafts`` from held-out documents only: text no draft
+or predictor was trained on.
 
 Verdicts, per draft, from the acceptance on its own domain and the measured step times:
 
@@ -31,7 +32,6 @@ from pathlib import Path
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from memspec_ros.builder.corpora import read_jsonl
 from memspec_ros.builder.disk_space import require_free_space
 from memspec_ros.builder.errors import BuildError
 from memspec_ros.builder.layout import GENERAL, OutputLayout
@@ -123,7 +123,7 @@ def run_evaluate(out: Path, settings: EvaluationSettings, *, force: bool = False
     layout = OutputLayout(out)
     built = read_build(layout)
     catalogue = built.catalogue
-    heldout = [layout.heldout(d) for d in built.domains]
+    heldout = [layout.heldout(d) for d in built.domains] + [layout.heldout_prompts]
     missing = [str(p) for p in heldout if not p.exists()]
     if missing:
         raise BuildError(f"held-out text {missing} is missing: rerun `memspec_build drafts --out {out} ...`")
@@ -139,9 +139,9 @@ def run_evaluate(out: Path, settings: EvaluationSettings, *, force: bool = False
 
 
 def _evaluate(layout: OutputLayout, built: BuildInputs, settings: EvaluationSettings) -> dict[str, object]:
-    from memspec_ros.builder.prompts import make_prompts
     from memspec_ros.builder.step_timing import draft_step_ms, step_ms
     from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
+    from memspec_ros.runtime.workload import load_prompts
 
     catalogue = built.catalogue
     tok = load_tokenizer(catalogue.target)
@@ -150,8 +150,8 @@ def _evaluate(layout: OutputLayout, built: BuildInputs, settings: EvaluationSett
     domains_of = catalogue.domains
     eos = tok.eos_token_id
 
-    prompts = {d: make_prompts([doc[:24_000] for doc in read_jsonl(layout.heldout(d))], settings.prompts_per_domain)
-               for d in built.domains}
+    cut = load_prompts(layout.heldout_prompts)  # cut from held-out documents by `drafts`
+    prompts = {d: cut.get(d, [])[: settings.prompts_per_domain] for d in built.domains}
     traces: dict[str, list[tuple[list[int], list[int]]]] = {d: [] for d in built.domains}
     t0 = time.monotonic()
     total = sum(map(len, prompts.values()))

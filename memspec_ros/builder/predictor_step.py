@@ -196,7 +196,11 @@ def _train(layout: OutputLayout, built: BuildInputs, settings: PredictorSettings
     report: dict[str, object] = {name: asdict(m) for name, m in metrics.items()}
     report.update({"training_dialogues": len(train), "validation_dialogues": len(val),
                    "trace_seconds": round(trace_seconds, 1), "fit_seconds": round(time.monotonic() - t1, 2),
-                   "file_bytes": layout.predictor.stat().st_size})
+                   "file_bytes": layout.predictor.stat().st_size,
+                   # lets an evaluation drop held-out prompts textually identical to a training prompt
+                   # (different documents can share boilerplate lines; bench/split.py does this for the zoo)
+                   "train_prompt_sha1": sorted({hashlib.sha1(t.prompt.encode()).hexdigest()
+                                                for tr in train for t in tr.turns})})
     layout.reports.mkdir(parents=True, exist_ok=True)
     (layout.reports / "predictor.json").write_text(json.dumps(report, indent=1) + "\n")
     return report

@@ -94,6 +94,10 @@ def test_layout_heldout_split_and_reports(built: Built) -> None:
         assert len(held) == 2 and len(train) == 28 and not set(held) & set(train)  # by document, 95/5
         tokenizer_json = (out / f"draft-{domain}" / "tokenizer.json").read_bytes()
         assert tokenizer_json == (built.target / "tokenizer.json").read_bytes()  # copied verbatim
+    prompts = [json.loads(line) for line in (out / "heldout" / "prompts.jsonl").open()]
+    assert {p["domain"] for p in prompts} == {"robot", "code", "math"}
+    heldout_text = {d: (out / "heldout" / f"{d}.jsonl").read_text() for d in ("robot", "code", "math")}
+    assert all(json.dumps(p["prompt"])[1:-1] in heldout_text[p["domain"]] for p in prompts)  # cut from held-out
     sizing = json.loads((out / "reports" / "sizing.json").read_text())
     assert sizing["target_verify_ms"] > 0 and sizing["measured"]
     assert "[sizing] target verify of 5 tokens" in built.drafts_log and "chosen draft hidden" in built.drafts_log
