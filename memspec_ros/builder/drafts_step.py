@@ -37,7 +37,7 @@ from memspec_ros.builder.continuations import ContinuationPool
 from memspec_ros.builder.corpora import Corpus, domain_seed, read_jsonl, split_documents, write_jsonl
 from memspec_ros.builder.disk_space import require_free_space
 from memspec_ros.builder.distillation import distill
-from memspec_ros.builder.draft_architecture import Shape, llama_config
+from memspec_ros.builder.draft_architecture import Shape, llama_config, parse_shape
 from memspec_ros.builder.draft_sizing import CANDIDATES, MIN_RATIO, SizingResult, choose_draft_shape, fixed_shape
 from memspec_ros.builder.errors import BuildError
 from memspec_ros.builder.layout import GENERAL, OutputLayout, draft_name
@@ -117,6 +117,9 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
           f"{target.weights_bytes / 1e6:.1f} MB); domains {domains} + {GENERAL}", flush=True)
     teacher = functools.cache(lambda: load_causal_lm(target.path))  # loaded only if a step needs it
 
+    # before anything is written: room for the smallest drafts; after sizing, for the chosen ones
+    _require_space(layout, target, corpora, parse_shape(settings.shape) if settings.shape else CANDIDATES[-1],
+                   len(all_drafts))
     sizing = _sizing_step(ledger, layout, teacher, target, settings)
     shape = sizing.shape
     print(f"[sizing] {sizing.summary()}", flush=True)
@@ -170,8 +173,6 @@ def _check_target_slot(layout: OutputLayout, target: TargetInfo, ledger: StepLed
 
 def _sizing_step(ledger: StepLedger, layout: OutputLayout, teacher: Callable[[], PreTrainedModel], target: TargetInfo,
                  settings: DraftSettings) -> SizingResult:
-    from memspec_ros.builder.draft_architecture import parse_shape
-
     machine = {"host": platform.node(), "cpu": platform.processor() or platform.machine(),
                "threads": torch.get_num_threads()}
     inputs = {"target": target.fingerprint, "k": settings.k, "shape": settings.shape, "machine": machine,

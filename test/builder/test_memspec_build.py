@@ -189,9 +189,9 @@ def test_too_little_disk_space_is_refused_before_writing(built: Built, tmp_path:
     real = shutil_module.disk_usage
     monkeypatch.setattr("memspec_ros.builder.disk_space.shutil.disk_usage",
                         lambda path: real(path)._replace(free=10 << 20))
-    err = _drafts_error(tmp_path, built.target, [*_corpus_args(built.corpora), "--draft-shape", "48x1"], capsys)
+    err = _drafts_error(tmp_path, built.target, _corpus_args(built.corpora), capsys)
     assert "not enough disk space" in err and "MB free" in err
-    assert not (tmp_path / "out" / "draft-robot").exists() and not (tmp_path / "out" / "heldout").exists()
+    assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
 def test_predictor_and_evaluate_need_a_draft_build_first(tmp_path: Path, capsys) -> None:
