@@ -106,11 +106,11 @@ class DraftBuild:
 def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: DraftSettings,
                *, force: bool = False) -> DraftBuild:
     """Build every draft of ``corpora`` for ``target`` into ``out`` and write the catalogue."""
-    from memspec_ros.core.model_loading import load_causal_lm
+    from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
 
     layout = OutputLayout(out)
     ledger = StepLedger(layout.stamps, force=force)
-    _check_target_slot(layout, target, ledger)
+    _check_target_slot(layout, target)
     domains = [c.domain for c in corpora]
     all_drafts = [*domains, GENERAL]
     print(f"[drafts] target {target.path} ({target.model_type}, logit width {target.logit_width}, "
@@ -135,7 +135,6 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     ledger.run("target", {"fingerprint": target.fingerprint},
                lambda: {"placed": place_target(target.path, layout.target)},
                outputs=[layout.target / "config.json"])
-    from memspec_ros.core.model_loading import load_tokenizer
     tok = load_tokenizer(layout.target)
     streams: dict[str, np.ndarray] = {}
     token_keys: dict[str, str] = {}
@@ -161,7 +160,7 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     return DraftBuild(domains=domains, drafts=drafts, sizing=sizing, trained=trained)
 
 
-def _check_target_slot(layout: OutputLayout, target: TargetInfo, ledger: StepLedger) -> None:
+def _check_target_slot(layout: OutputLayout, target: TargetInfo) -> None:
     """Refuse to replace an ``<out>/target`` this tool did not put there."""
     slot = layout.target
     if not slot.exists() or slot.resolve() == target.path:
@@ -249,11 +248,12 @@ def _tokens_step(ledger: StepLedger, layout: OutputLayout, domain: str, split_ke
 
     outcome = ledger.run(f"tokens-{domain}", {"split": split_key, "target": target.fingerprint}, work,
                          outputs=[path])
-    needed = 2 * (settings.seq_len + 1)
+    window = max(settings.seq_len, settings.continuation_prefix)
+    needed = 2 * (window + 1)
     if outcome.result["tokens"] < needed:
         raise BuildError(f"corpus of domain {domain!r} has only {outcome.result['tokens']} training tokens; at least "
-                         f"{needed} are needed for windows of --seq-len {settings.seq_len}: add text or lower "
-                         "--seq-len")
+                         f"{needed} are needed for training windows of {window} tokens: add text (or lower "
+                         "--seq-len)")
     return outcome.key
 
 
