@@ -81,7 +81,9 @@ def _file_digest(paths: list[Path]) -> str:
 
 def run_predictor(out: Path, settings: PredictorSettings, *, force: bool = False) -> dict[str, object]:
     """Record traces, fit the predictor, save it and add it to the catalogue; return the metrics."""
+    from memspec_ros.core.model_loading import load_config
     from memspec_ros.runtime.catalogue import zoo_fingerprint
+    from memspec_ros.runtime.model_set_checks import hidden_width
 
     layout = OutputLayout(out)
     built = read_build(layout)
@@ -94,8 +96,10 @@ def run_predictor(out: Path, settings: PredictorSettings, *, force: bool = False
     inputs = {"models": models, "drafts": catalogue.draft_names, "splits": _file_digest(splits),
               "settings": asdict(settings)}
     ledger = StepLedger(layout.stamps, force=force)
-    # hidden states of every generated token (float16) dominate the traces
-    require_free_space(out, 8 * settings.sessions * settings.turns * settings.max_new_tokens * 4096 * 2,
+    # the target's hidden state of every generated token (float16) dominates a trace
+    hidden = hidden_width(load_config(catalogue.target))
+    sessions = settings.sessions + settings.validation_sessions
+    require_free_space(out, sessions * settings.turns * settings.max_new_tokens * hidden * 2 * 2,
                        "the predictor's traces")
 
     def work() -> dict[str, object]:
