@@ -43,6 +43,7 @@ setup(
             "memspec_node = memspec_ros.ros.node_main:main",
             "memspec_generate = memspec_ros.ros.generate_cli:main",
             "memspec_monitor = memspec_ros.ros.monitor_cli:main",
+            "memspec_build = memspec_ros.builder.cli:main",
         ],
     },
 )

@@ -18,19 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from memspec_ros.builder.evaluation import acceptance_rate
 from memspec_ros.core.greedy_match import greedy_rounds
+
+__all__ = ["acceptance_rate", "simulate_rounds"]
 
 
 def simulate_rounds(match: Sequence[bool], k: int = 4) -> tuple[int, int, int]:
     """Return ``(accepted, proposed, rounds)`` for greedy speculation over one sequence."""
     return greedy_rounds(match, k)
-
-
-def acceptance_rate(matches: Sequence[Sequence[bool]], k: int = 4) -> float:
-    """Pooled acceptance rate ``sum(accepted) / sum(proposed)`` over sequences."""
-    acc = prop = 0
-    for m in matches:
-        a, p, _ = simulate_rounds(m, k)
-        acc += a
-        prop += p
-    return acc / prop if prop else 0.0

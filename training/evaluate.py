@@ -12,9 +12,9 @@ import time
 
 import torch
 import torch.nn.functional as F
-from transformers import AutoModelForCausalLM, DynamicCache, PreTrainedModel
+from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from training.acceptance import acceptance_rate
+from memspec_ros.builder.evaluation import acceptance_rate, greedy_continuation, match_vector
 from training.data import token_stream
 from training.members import DRAFT_NAMES
 from training.paths import CHECKPOINT_DIR, DOMAINS, HELDOUT_DIR, ZOO_DIR
@@ -32,32 +32,6 @@ def load(path: object) -> PreTrainedModel:
     """Load a model dir the way the runtime does (fp32, no remote code)."""
     return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
                                                 trust_remote_code=False).eval()
-
-
-@torch.inference_mode()
-def greedy_continuation(model: PreTrainedModel, ids: list[int], n_new: int,
-                        eos_id: int) -> list[int]:
-    """Target-only greedy decoding with a KV cache; stops at EOS (not included)."""
-    cache = DynamicCache(config=model.config)
-    logits = model(input_ids=torch.tensor([ids]), cache=cache, use_cache=True).logits
-    out: list[int] = []
-    for _ in range(n_new):
-        nxt = int(logits[0, -1].argmax())
-        if nxt == eos_id:
-            break
-        out.append(nxt)
-        logits = model(input_ids=torch.tensor([[nxt]]), cache=cache, use_cache=True).logits
-    return out
-
-
-@torch.inference_mode()
-def match_vector(model: PreTrainedModel, prompt: list[int], cont: list[int]) -> list[bool]:
-    """Teacher-forced draft argmax over ``prompt + cont`` compared with ``cont``."""
-    if not cont:
-        return []
-    logits = model(input_ids=torch.tensor([prompt + cont])).logits[0]
-    preds = logits[len(prompt) - 1:len(prompt) + len(cont) - 1].argmax(-1).tolist()
-    return [p == c for p, c in zip(preds, cont, strict=True)]
 
 
 def distinct_ngram_ratio(tokens: list[int], n: int = 4) -> float:

@@ -9,25 +9,15 @@ budget must see heterogeneous drafts). ``general`` is deliberately small: it is 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from transformers import LlamaConfig
 
+from memspec_ros.builder.draft_architecture import Shape
+from memspec_ros.builder.draft_architecture import llama_config as draft_config
 from training.tokenizer import VOCAB_SIZE
 
+__all__ = ["DRAFTS", "MAX_POSITIONS", "TARGET", "Shape", "llama_config"]
+
 MAX_POSITIONS = 1024
-
-
-@dataclass(frozen=True)
-class Shape:
-    """The few knobs that differ between zoo members."""
-
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    intermediate: int
-    tie_embeddings: bool
 
 
 TARGET = Shape(hidden=384, layers=8, heads=6, kv_heads=6, intermediate=1024, tie_embeddings=False)
@@ -44,17 +34,5 @@ DRAFTS: dict[str, Shape] = {
 
 def llama_config(shape: Shape, bos_id: int, eos_id: int, pad_id: int) -> LlamaConfig:
     """Build the ``LlamaConfig`` for ``shape`` with the shared vocabulary and special ids."""
-    return LlamaConfig(
-        vocab_size=VOCAB_SIZE,
-        hidden_size=shape.hidden,
-        intermediate_size=shape.intermediate,
-        num_hidden_layers=shape.layers,
-        num_attention_heads=shape.heads,
-        num_key_value_heads=shape.kv_heads,
-        max_position_embeddings=MAX_POSITIONS,
-        rope_theta=10000.0,
-        tie_word_embeddings=shape.tie_embeddings,
-        bos_token_id=bos_id,
-        eos_token_id=eos_id,
-        pad_token_id=pad_id,
-    )
+    return draft_config(shape, vocab_size=VOCAB_SIZE, max_positions=MAX_POSITIONS, bos_token_id=bos_id,
+                        eos_token_id=eos_id, pad_token_id=pad_id)

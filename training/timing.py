@@ -1,40 +1,7 @@
-"""Inference step timing on this CPU: the physics check of speculative decoding.
-
-Measured exactly as the runtime decodes: plain transformers forward, batch 1, fp32, a KV
-cache prefilled with a ~96-token context, then a 1-token step (draft) or a 5-token verify
-step (target); the cache is cropped back after each call so every sample sees the same
-context length. We take the median of each block of calls and report the lowest of three
-block medians: the machine is shared, and a block that overlapped another job's burst
-measures that job, not the model.
-"""
+"""Inference step timing; moved to :mod:`memspec_ros.builder.step_timing` (shared with
+``memspec_build``, which sizes drafts by it)."""
 from __future__ import annotations
 
-import statistics
-import time
+from memspec_ros.builder.step_timing import step_ms
 
-import torch
-from transformers import DynamicCache, PreTrainedModel
-
-
-@torch.inference_mode()
-def step_ms(model: PreTrainedModel, n_new: int, context: int = 96, reps: int = 40,
-            seed: int = 0, blocks: int = 3) -> float:
-    """Median milliseconds of one forward of ``n_new`` tokens on a ``context``-token cache."""
-    g = torch.Generator().manual_seed(seed)
-    vocab = model.config.vocab_size
-    prefix = torch.randint(0, vocab, (1, context), generator=g)
-    new = torch.randint(0, vocab, (1, n_new), generator=g)
-    cache = DynamicCache(config=model.config)
-    model(input_ids=prefix, cache=cache, use_cache=True)
-    medians: list[float] = []
-    for _ in range(blocks):
-        times: list[float] = []
-        for i in range(reps + 5):
-            t0 = time.perf_counter()
-            model(input_ids=new, cache=cache, use_cache=True)
-            dt = time.perf_counter() - t0
-            cache.crop(-n_new)
-            if i >= 5:  # warm-up calls excluded
-                times.append(dt * 1000.0)
-        medians.append(statistics.median(times))
-    return min(medians)
+__all__ = ["step_ms"]

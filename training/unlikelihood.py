@@ -17,10 +17,13 @@ from training text only; held-out prompts are never seen.
 from __future__ import annotations
 
 import torch
-from transformers import DynamicCache, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
-from training.data import WindowSampler
-from training.train import lm_loss
+from memspec_ros.builder.continuations import greedy_batch
+from memspec_ros.builder.training_loop import lm_loss
+from memspec_ros.builder.windows import WindowSampler
+
+__all__ = ["UnlikelihoodObjective", "greedy_batch", "repeated_ngram_mask", "unlikelihood_loss"]
 
 NGRAM = 4
 PREFIX_TOKENS = 32
@@ -41,19 +44,6 @@ def repeated_ngram_mask(tokens: torch.Tensor, eos_id: int, n: int = NGRAM) -> to
                 mask[b, i:i + n] = True
             seen.add(gram)
     return mask
-
-
-@torch.no_grad()
-def greedy_batch(model: LlamaForCausalLM, prefix: torch.Tensor, n_new: int) -> torch.Tensor:
-    """Greedy continuation of every row of ``prefix`` (equal lengths, so no padding)."""
-    cache = DynamicCache(config=model.config)
-    logits = model(input_ids=prefix, cache=cache, use_cache=True).logits[:, -1]
-    out = []
-    for _ in range(n_new):
-        nxt = logits.argmax(-1, keepdim=True)
-        out.append(nxt)
-        logits = model(input_ids=nxt, cache=cache, use_cache=True).logits[:, -1]
-    return torch.cat(out, dim=1)
 
 
 def unlikelihood_loss(model: LlamaForCausalLM, prefix: torch.Tensor, cont: torch.Tensor,

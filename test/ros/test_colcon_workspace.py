@@ -102,7 +102,8 @@ def test_installed_package_carries_everything_the_node_and_launch_file_need(work
         assert (share / rel).is_file(), rel
     # What the launch file passes when no argument overrides the params file.
     assert found["launch_params"] == [str(share / "config" / "memspec.yaml"), {"autostart": False}]
-    assert (install / "memspec_ros" / "lib" / "memspec_ros" / "memspec_node").is_file()
+    for executable in ("memspec_node", "memspec_generate", "memspec_monitor", "memspec_build"):
+        assert (install / "memspec_ros" / "lib" / "memspec_ros" / executable).is_file(), executable
 
 
 def test_installed_executable_configures_with_the_bundled_models_and_serves(workspace, client_node) -> None:

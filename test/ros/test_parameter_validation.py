@@ -87,7 +87,7 @@ def test_bad_values_are_refused_naming_the_parameter(tmp_path, changes, match) -
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_every_compute_dtype_is_accepted(tmp_path, dtype) -> None:
-    assert validate(_defaults(model_root=str(_root(tmp_path, predictor=True)), dtype=dtype))["dtype"] == dtype
+    assert validate(_defaults(catalogue=str(_root(tmp_path, predictor=True)), dtype=dtype))["dtype"] == dtype
 
 
 def test_params_file_problems_are_reported_first(tmp_path) -> None:

@@ -1,0 +1,172 @@
+"""The ``memspec_build`` command line: ``drafts``, ``predictor``, ``evaluate``.
+
+    memspec_build drafts --target my_target --corpus robot=robot.jsonl --corpus code=src/ --out my_models
+    memspec_build predictor --out my_models
+    memspec_build evaluate --out my_models
+
+Then serve it: ``ros2 launch memspec_ros memspec.launch.py`` with ``catalogue: my_models/catalogue.yaml``.
+Exit codes: 0 done, 2 a problem with the input (the message says what to fix), 130 interrupted
+(rerun to resume), 1 a bug.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from memspec_ros.builder.errors import BuildError
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def _positive(kind: type) -> object:
+    def parse(text: str) -> object:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+    return parse
+
+
+def _common(parser: argparse.ArgumentParser, budget: float, budget_help: str) -> None:
+    parser.add_argument("--out", type=Path, required=True,
+                        help="output folder: catalogue.yaml, target/, draft-<domain>/, predictor.safetensors, "
+                             "heldout/, reports/, work/ (docs/build.md)")
+    parser.add_argument("--time-budget-s", type=_positive(float), default=budget, help=budget_help)
+    parser.add_argument("--k", type=_positive(int), default=4, help="draft tokens per speculative round (default 4)")
+    parser.add_argument("--threads", type=_positive(int), default=None,
+                        help="torch threads (default: torch's choice, like the node's num_threads: 0); step "
+                             "times, hence the draft size, depend on it")
+    parser.add_argument("--force", action="store_true", help="redo steps that finished before")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (also what ``--help`` prints)."""
+    parser = argparse.ArgumentParser(
+        prog="memspec_build", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="From your target model and one corpus per domain to a catalogue memspec_node serves.",
+        epilog="Run the subcommands in order: drafts, predictor, evaluate. Each skips steps that already "
+               "finished with the same inputs, so an interrupted run resumes. Format of the result: "
+               "docs/catalogue.md; the whole procedure: docs/build.md.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{drafts,predictor,evaluate}")
+
+    drafts = sub.add_parser(
+        "drafts", help="distil one draft per domain (and a general one) from the target; write the catalogue",
+        description="Split the corpora by document (95/5), measure the target and choose a draft size this "
+                    "machine can afford (target verification >= 8x a draft step), train a small Llama-style "
+                    "draft per domain plus 'general' on the target's tokenizer (corpus, then KL toward the target "
+                    "on the corpus, then on the target's own continuations), write <out>/catalogue.yaml.")
+    drafts.add_argument("--target", type=Path, required=True,
+                        help="Hugging Face causal LM folder: config.json, *.safetensors, its tokenizer "
+                             "(no trust_remote_code models)")
+    drafts.add_argument("--corpus", action="append", default=[], metavar="DOMAIN=PATH",
+                        help="a domain's corpus: a .jsonl file (one document per line, in --text-field), a .txt "
+                             "file (documents separated by blank lines) or a folder of them; repeat per domain")
+    drafts.add_argument("--corpora", type=Path, default=None, metavar="DIR",
+                        help="a folder whose <domain>.txt, <domain>.jsonl and <domain>/ entries are the corpora")
+    drafts.add_argument("--text-field", default="text", help="the text field of .jsonl corpora (default text)")
+    _common(drafts, 1800.0, "training seconds for all drafts together, split equally (default 1800); "
+                            "each phase stops at its share and saves")
+    drafts.add_argument("--draft-shape", default="", metavar="HIDDENxLAYERS",
+                        help="use this draft size (e.g. 192x2) instead of choosing one; still measured")
+    drafts.add_argument("--seq-len", type=_positive(int), default=128, help="training window in tokens")
+    drafts.add_argument("--batch", type=_positive(int), default=16, help="windows per training step")
+    drafts.add_argument("--distill-batch", type=_positive(int), default=8,
+                        help="windows per distillation step (the target's logits for each: lower it for a "
+                             "large vocabulary)")
+    drafts.add_argument("--continuation-tokens", type=_positive(int), default=96,
+                        help="tokens the target continues each training prefix with (third phase)")
+    drafts.add_argument("--draft-max-positions", type=_positive(int), default=2048,
+                        help="the drafts' context (capped at the target's); beyond it the node decodes "
+                             "target-only. The node's memory budget counts a draft's KV cache at this length")
+    drafts.add_argument("--seed", type=int, default=0)
+
+    predictor = sub.add_parser(
+        "predictor", help="train the draft-need predictor for the catalogue in --out",
+        description="Record exact traces of multi-domain dialogues cut from the training split (validation: "
+                    "from held-out documents), fit the predictor, save <out>/predictor.safetensors and add it "
+                    "to the catalogue. Prints validation top-1 and regret.")
+    _common(predictor, 600.0, "seconds for recording dialogue traces (default 600); fitting comes on top")
+    predictor.add_argument("--sessions", type=_positive(int), default=28, help="training dialogues")
+    predictor.add_argument("--validation-sessions", type=_positive(int), default=4, help="validation dialogues")
+    predictor.add_argument("--turns", type=_positive(int), default=5, help="turns per dialogue")
+    predictor.add_argument("--max-new-tokens", type=_positive(int), default=48, help="tokens per turn")
+    predictor.add_argument("--seed", type=int, default=1234)
+
+    evaluate = sub.add_parser(
+        "evaluate", help="acceptance matrix, step times and a verdict per draft",
+        description="Every draft on every domain's held-out text (exact greedy acceptance), draft and target "
+                    "step times, own-domain margins, and a verdict per draft: useful / no better than the "
+                    "general draft / slower than target-only. Writes <out>/reports/evaluation.{json,md}.")
+    _common(evaluate, 600.0, "seconds for the target's held-out continuations (default 600)")
+    evaluate.add_argument("--prompts-per-domain", type=_positive(int), default=24)
+    evaluate.add_argument("--max-new-tokens", type=_positive(int), default=64)
+    return parser
+
+
+def _drafts(args: argparse.Namespace) -> None:
+    from memspec_ros.builder.corpora import parse_corpus_arguments, read_corpus
+    from memspec_ros.builder.draft_architecture import parse_shape
+    from memspec_ros.builder.drafts_step import DraftSettings, run_drafts
+    from memspec_ros.builder.target_folder import check_target_folder
+
+    if args.draft_shape:
+        try:
+            parse_shape(args.draft_shape)
+        except ValueError as exc:
+            raise BuildError(str(exc)) from None
+    target = check_target_folder(args.target)
+    sources = parse_corpus_arguments(args.corpus, args.corpora)
+    corpora = [read_corpus(domain, path, args.text_field) for domain, path in sources.items()]
+    if target.path == args.out.expanduser().resolve():
+        raise BuildError(f"--out {args.out} is the target folder itself; choose an output folder beside it")
+    settings = DraftSettings(time_budget_s=args.time_budget_s, k=args.k, seq_len=args.seq_len, batch=args.batch,
+                             distill_batch=args.distill_batch, continuation_new_tokens=args.continuation_tokens,
+                             max_positions=args.draft_max_positions, shape=args.draft_shape, seed=args.seed)
+    build = run_drafts(target, corpora, args.out.expanduser().resolve(), settings, force=args.force)
+    print(f"[drafts] done: {len(build.drafts)} drafts in {args.out}; next: memspec_build predictor --out {args.out}",
+          flush=True)
+
+
+def _predictor(args: argparse.Namespace) -> None:
+    from memspec_ros.builder.predictor_step import PredictorSettings, run_predictor
+
+    settings = PredictorSettings(time_budget_s=args.time_budget_s, sessions=args.sessions,
+                                 validation_sessions=args.validation_sessions, turns=args.turns,
+                                 max_new_tokens=args.max_new_tokens, k=args.k, seed=args.seed)
+    run_predictor(args.out.expanduser().resolve(), settings, force=args.force)
+    print(f"[predictor] done; next: memspec_build evaluate --out {args.out}", flush=True)
+
+
+def _evaluate(args: argparse.Namespace) -> None:
+    from memspec_ros.builder.evaluation import EvaluationSettings, run_evaluate
+
+    settings = EvaluationSettings(time_budget_s=args.time_budget_s, prompts_per_domain=args.prompts_per_domain,
+                                  max_new_tokens=args.max_new_tokens, k=args.k)
+    run_evaluate(args.out.expanduser().resolve(), settings, force=args.force)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; 2 and one message on a problem the user must fix."""
+    args = build_parser().parse_args(argv)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        from memspec_ros.core.model_loading import configure_threads
+
+        hf_logging.disable_progress_bar()  # ours are enough; theirs would interleave with them
+        configure_threads(args.threads)
+        {"drafts": _drafts, "predictor": _predictor, "evaluate": _evaluate}[args.command](args)
+    except BuildError as exc:
+        print(f"memspec_build {args.command}: error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"memspec_build {args.command}: interrupted; run the same command again to resume (finished steps "
+              "are kept)", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,388 @@
+"""``memspec_build drafts``: one distilled draft per domain, plus ``general``, and the catalogue.
+
+The recipe is the one that built the bundled zoo (docs/zoo.md), with the user's target as
+teacher:
+
+1. next-token training from scratch on the draft's corpus (its domain; all domains, equally
+   weighted, for ``general``);
+2. KL distillation toward the target on the same corpus windows: greedy acceptance only counts
+   agreement with the *target's* argmax, so the draft should learn the target's distribution,
+   not the corpus's (starting from the pretrained draft: distilling from scratch in the same time
+   was worse, the teacher forward slows each step about 4x);
+3. KL distillation on the target's own greedy continuations of training prefixes: the draft
+   is only ever asked to predict what the target writes.
+
+Every draft uses the target's tokenizer files (copied verbatim) and the target's logit width
+as its ``vocab_size``, so it passes the node's draft checks by construction; its architecture
+is a small Llama whatever the target's (:mod:`.draft_architecture`), sized by measurement
+(:mod:`.draft_sizing`). The time budget is split equally among the drafts and, within one,
+27/40/33 between the phases (the zoo's 100/150/120 s); every phase stops at its budget and saves.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import platform
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import LlamaForCausalLM, PreTrainedModel
+
+from memspec_ros.builder.continuations import ContinuationPool
+from memspec_ros.builder.corpora import Corpus, domain_seed, read_jsonl, split_documents, write_jsonl
+from memspec_ros.builder.disk_space import require_free_space
+from memspec_ros.builder.distillation import distill
+from memspec_ros.builder.draft_architecture import Shape, llama_config, parse_shape
+from memspec_ros.builder.draft_sizing import CANDIDATES, MIN_RATIO, SizingResult, choose_draft_shape, fixed_shape
+from memspec_ros.builder.errors import BuildError
+from memspec_ros.builder.layout import GENERAL, OutputLayout, draft_name
+from memspec_ros.builder.prompts import PROMPTS_PER_DOMAIN, make_prompts
+from memspec_ros.builder.steps import StepLedger
+from memspec_ros.builder.target_folder import (
+    TargetInfo,
+    pin_tokenizer_class,
+    place_target,
+    shares_filesystem,
+    tokenizer_files,
+)
+from memspec_ros.builder.training_loop import TrainSpec, train
+from memspec_ros.builder.windows import WindowSampler, token_array
+
+PHASES: tuple[tuple[str, float], ...] = (("pretrain", 0.27), ("distill-corpus", 0.40),
+                                         ("distill-continuations", 0.33))
+"""Training phases of a draft and their shares of its time budget."""
+MAX_PROMPT_DOC_CHARS = 24_000
+"""Prompts are cut from the start of long held-out documents only."""
+CONTINUATION_GENERATION_SHARE = 0.4
+"""At most this share of the continuation phase goes to generating the target's continuations."""
+
+
+@dataclass(frozen=True)
+class DraftSettings:
+    """Everything that shapes the drafts (all of it is part of the steps' input keys)."""
+
+    time_budget_s: float = 1800.0
+    """Training seconds for all drafts together (sizing, tokenising and export come on top)."""
+    k: int = 4
+    """Tokens a draft proposes per round (the sizing rule verifies k + 1)."""
+    seq_len: int = 128
+    batch: int = 16
+    distill_batch: int = 8
+    lr: float = 3e-3
+    distill_lr: float = 1e-3
+    continuation_prefix: int = 32
+    continuation_new_tokens: int = 96
+    continuation_rows: int = 16
+    """Rows the target continues at once."""
+    continuation_batches: int = 20
+    max_positions: int = 2048
+    """The drafts' context (capped at the target's): a longer dialogue is decoded target-only
+    from there on, and the draft's KV cache, which the node's memory budget counts at full
+    context, stays small."""
+    shape: str = ""
+    """``HIDDENxLAYERS`` to skip the choice (it is still measured and reported); empty: choose."""
+    seed: int = 0
+
+    def per_draft_seconds(self, drafts: int) -> float:
+        return self.time_budget_s / max(1, drafts)
+
+
+@dataclass(frozen=True)
+class DraftBuild:
+    """What the drafts step produced."""
+
+    domains: list[str]
+    drafts: dict[str, Path]
+    sizing: SizingResult
+    trained: list[str]
+    """Drafts this run (re)trained or re-exported; empty when every step was already done."""
+
+
+def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: DraftSettings,
+               *, force: bool = False) -> DraftBuild:
+    """Build every draft of ``corpora`` for ``target`` into ``out`` and write the catalogue."""
+    from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
+
+    layout = OutputLayout(out)
+    ledger = StepLedger(layout.stamps, force=force)
+    _check_target_slot(layout, target)
+    domains = [c.domain for c in corpora]
+    all_drafts = [*domains, GENERAL]
+    print(f"[drafts] target {target.path} ({target.model_type}, logit width {target.logit_width}, "
+          f"{target.weights_bytes / 1e6:.1f} MB); domains {domains} + {GENERAL}", flush=True)
+    teacher = functools.cache(lambda: load_causal_lm(target.path))  # loaded only if a step needs it
+
+    # before anything is written: room for the smallest drafts; after sizing, for the chosen ones
+    _require_space(layout, target, corpora, parse_shape(settings.shape) if settings.shape else CANDIDATES[-1],
+                   len(all_drafts))
+    sizing = _sizing_step(ledger, layout, teacher, target, settings)
+    shape = sizing.shape
+    print(f"[sizing] {sizing.summary()}", flush=True)
+    if not sizing.ratio_met:
+        print(f"[sizing] warning: even the smallest draft costs more than 1/{MIN_RATIO:.0f} of a verification "
+              "on this machine: speculation will barely pay off with this target (see `evaluate`)", flush=True)
+
+    _require_space(layout, target, corpora, shape, len(all_drafts))
+    split_keys = {c.domain: _split_step(ledger, layout, c) for c in corpora}
+    _write_manifest(layout, corpora)
+    ledger.run("heldout-prompts", {"splits": split_keys}, lambda: _write_prompts(layout, split_keys),
+               outputs=[layout.heldout_prompts])
+    ledger.run("target", {"fingerprint": target.fingerprint},
+               lambda: {"placed": place_target(target.path, layout.target)},
+               outputs=[layout.target / "config.json"])
+    tok = load_tokenizer(layout.target)
+    streams: dict[str, np.ndarray] = {}
+    token_keys: dict[str, str] = {}
+    eos = target.eos_token_id if isinstance(target.eos_token_id, int) else target.eos_token_id[0]
+    for corpus in corpora:
+        token_keys[corpus.domain] = _tokens_step(ledger, layout, corpus.domain, split_keys[corpus.domain],
+                                                 target, tok, eos, settings)
+        streams[corpus.domain] = np.load(layout.tokens(corpus.domain))
+
+    per_draft = settings.per_draft_seconds(len(all_drafts))
+    plan = ", ".join(f"{name} {per_draft * share:.0f} s" for name, share in PHASES)
+    print(f"[drafts] budget {settings.time_budget_s:.0f} s: {len(all_drafts)} drafts x {per_draft:.0f} s ({plan})",
+          flush=True)
+    trained: list[str] = []
+    for index, domain in enumerate(all_drafts):
+        mix = {d: 1.0 for d in domains} if domain == GENERAL else {domain: 1.0}
+        upstream = {d: token_keys[d] for d in mix}
+        if _train_draft(ledger, layout, domain, index, mix, streams, upstream, teacher, target, shape,
+                        settings, per_draft):
+            trained.append(draft_name(domain))
+    drafts = {draft_name(d): layout.draft(d) for d in all_drafts}
+    _write_catalogue(layout, target, corpora, trained)
+    return DraftBuild(domains=domains, drafts=drafts, sizing=sizing, trained=trained)
+
+
+def _check_target_slot(layout: OutputLayout, target: TargetInfo) -> None:
+    """Refuse to replace an ``<out>/target`` this tool did not put there."""
+    slot = layout.target
+    if not slot.exists() or slot.resolve() == target.path:
+        return
+    if not (layout.stamps / "target.json").exists():
+        raise BuildError(f"{slot} already exists and memspec_build did not put it there: choose an empty --out "
+                         "folder (or remove that folder yourself)")
+
+
+def _sizing_step(ledger: StepLedger, layout: OutputLayout, teacher: Callable[[], PreTrainedModel], target: TargetInfo,
+                 settings: DraftSettings) -> SizingResult:
+    machine = {"host": platform.node(), "cpu": platform.processor() or platform.machine(),
+               "threads": torch.get_num_threads()}
+    inputs = {"target": target.fingerprint, "k": settings.k, "shape": settings.shape, "machine": machine,
+              "candidates": [s.label for s in CANDIDATES], "rule": MIN_RATIO}
+
+    def work() -> dict[str, object]:
+        print(f"[sizing] measuring the target and candidate drafts on this machine ({machine['threads']} "
+              "threads)", flush=True)
+        if settings.shape:
+            result = fixed_shape(parse_shape(settings.shape), teacher(), target, settings.k)
+        else:
+            result = choose_draft_shape(teacher(), target, settings.k)
+        layout.reports.mkdir(parents=True, exist_ok=True)
+        (layout.reports / "sizing.json").write_text(json.dumps(result.to_json(), indent=1) + "\n")
+        return result.to_json()
+
+    return SizingResult.from_json(ledger.run("sizing", inputs, work).result)
+
+
+def _require_space(layout: OutputLayout, target: TargetInfo, corpora: list[Corpus], shape: Shape,
+                   drafts: int) -> None:
+    params = shape.parameters(target.logit_width)
+    needed = drafts * params * 4 * (len(PHASES) + 1)  # fp32 checkpoints per phase + the exported draft
+    chars = sum(c.characters for c in corpora)
+    needed += chars * 2 + chars * 4  # the split as JSON lines; token arrays (at most a token per character)
+    if not (layout.target / "config.json").exists() and not shares_filesystem(target.path, layout.root):
+        needed += target.weights_bytes
+    require_free_space(layout.root, needed, "the drafts")
+
+
+def _split_step(ledger: StepLedger, layout: OutputLayout, corpus: Corpus) -> str:
+    def work() -> dict[str, object]:
+        train_docs, held = split_documents(list(corpus.documents), seed=domain_seed(corpus.domain))
+        write_jsonl(layout.train_split(corpus.domain), train_docs)
+        write_jsonl(layout.heldout(corpus.domain), held)
+        print(f"[split] {corpus.domain}: {len(train_docs)} training / {len(held)} held-out documents "
+              f"({corpus.characters / 1e6:.2f} M characters)", flush=True)
+        return {"train_documents": len(train_docs), "heldout_documents": len(held)}
+
+    return ledger.run(f"split-{corpus.domain}", {"digest": corpus.digest, "seed": domain_seed(corpus.domain)},
+                      work, outputs=[layout.train_split(corpus.domain), layout.heldout(corpus.domain)]).key
+
+
+def _write_prompts(layout: OutputLayout, domains: Mapping[str, str]) -> dict[str, object]:
+    """Evaluation prompts cut from the held-out documents only, in the bundled zoo's format."""
+    counts = {}
+    with layout.heldout_prompts.open("w", encoding="utf-8") as fh:
+        for domain in domains:
+            docs = [d[:MAX_PROMPT_DOC_CHARS] for d in read_jsonl(layout.heldout(domain))]
+            prompts = make_prompts(docs, PROMPTS_PER_DOMAIN)
+            counts[domain] = len(prompts)
+            for prompt in prompts:
+                fh.write(json.dumps({"domain": domain, "prompt": prompt}, ensure_ascii=False) + "\n")
+    return counts
+
+
+def _write_manifest(layout: OutputLayout, corpora: list[Corpus]) -> None:
+    """What `predictor` and `evaluate` read: the domains, where they came from."""
+    manifest = {"domains": [{"domain": c.domain, "source": str(c.source), "digest": c.digest,
+                             "documents": len(c.documents)} for c in corpora]}
+    layout.split_manifest.parent.mkdir(parents=True, exist_ok=True)
+    layout.split_manifest.write_text(json.dumps(manifest, indent=1) + "\n")
+
+
+def _tokens_step(ledger: StepLedger, layout: OutputLayout, domain: str, split_key: str, target: TargetInfo,
+                 tok: object, eos: int, settings: DraftSettings) -> str:
+    path = layout.tokens(domain)
+
+    def work() -> dict[str, object]:
+        ids = token_array(read_jsonl(layout.train_split(domain)), tok, eos)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.save(path, ids)
+        return {"tokens": len(ids)}
+
+    outcome = ledger.run(f"tokens-{domain}", {"split": split_key, "target": target.fingerprint}, work,
+                         outputs=[path])
+    window = max(settings.seq_len, settings.continuation_prefix)
+    needed = 2 * (window + 1)
+    if outcome.result["tokens"] < needed:
+        raise BuildError(f"corpus of domain {domain!r} has only {outcome.result['tokens']} training tokens; at least "
+                         f"{needed} are needed for training windows of {window} tokens: add text (or lower "
+                         "--seq-len)")
+    return outcome.key
+
+
+def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: int, mix: dict[str, float],
+                 streams: Mapping[str, np.ndarray], upstream: dict[str, str], teacher: Callable[[], PreTrainedModel],
+                 target: TargetInfo, shape: Shape, settings: DraftSettings, seconds: float) -> bool:
+    """Run the three phases and the export of one draft; True if any of them ran."""
+    name = draft_name(domain)
+    seed = settings.seed + 1000 * (index + 1)
+    positions = min(settings.max_positions, target.max_positions)
+    data = {d: streams[d] for d in mix}
+    common = {"target": target.fingerprint, "shape": asdict(shape), "settings": asdict(settings),
+              "draft_seconds": seconds, "positions": positions}
+    ran = False
+
+    def sampler(seq_len: int, batch: int, seed_offset: int) -> WindowSampler:
+        return WindowSampler(data, mix, seq_len, batch, seed + seed_offset)
+
+    # phase 1: next-token training from scratch
+    budget = seconds * PHASES[0][1]
+    pre_dir = layout.checkpoint(domain, "pretrain")
+
+    def pretrain() -> dict[str, object]:
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(llama_config(shape, vocab_size=target.logit_width, max_positions=positions,
+                                              bos_token_id=target.bos_token_id, eos_token_id=target.eos_token_id,
+                                              pad_token_id=target.pad_token_id))
+        spec = TrainSpec(budget, settings.lr, settings.batch, settings.seq_len, seed, log_every=10**9)
+        return train(model, sampler(settings.seq_len, settings.batch, 0), spec, pre_dir, f"{name} pretrain")
+
+    step = ledger.run(f"{name}-pretrain", {**common, "tokens": upstream, "budget": budget}, pretrain,
+                      outputs=[pre_dir / "model.safetensors"])
+    ran |= not step.skipped
+
+    # phase 2: KL distillation on corpus windows
+    budget = seconds * PHASES[1][1]
+    corpus_dir = layout.checkpoint(domain, "distill-corpus")
+
+    def distill_corpus() -> dict[str, object]:
+        student = LlamaForCausalLM.from_pretrained(pre_dir, dtype=torch.float32)
+        spec = TrainSpec(budget, settings.distill_lr, settings.distill_batch, settings.seq_len, seed + 1,
+                         log_every=10**9)
+        return distill(student, teacher(), sampler(settings.seq_len, settings.distill_batch, 1), spec, corpus_dir,
+                       f"{name} distill on corpus")
+
+    step = ledger.run(f"{name}-distill-corpus", {"after": step.key, "budget": budget}, distill_corpus,
+                      outputs=[corpus_dir / "model.safetensors"])
+    ran |= not step.skipped
+
+    # phase 3: KL distillation on the target's own continuations
+    budget = seconds * PHASES[2][1]
+    final_dir = layout.checkpoint(domain, "distill-continuations")
+
+    def distill_continuations() -> dict[str, object]:
+        student = LlamaForCausalLM.from_pretrained(corpus_dir, dtype=torch.float32)
+        t0 = time.monotonic()
+        prefixes = sampler(settings.continuation_prefix - 1, settings.continuation_rows, 2)
+        pool = ContinuationPool(teacher(), prefixes, settings.continuation_batches, settings.continuation_new_tokens,
+                                settings.distill_batch, seed + 3,
+                                max_seconds=budget * CONTINUATION_GENERATION_SHARE)
+        generation = time.monotonic() - t0
+        spec = TrainSpec(max(0.1 * budget, budget - generation), settings.distill_lr, settings.distill_batch,
+                         settings.continuation_prefix + settings.continuation_new_tokens - 1, seed + 4,
+                         log_every=10**9)
+        stats = distill(student, teacher(), pool, spec, final_dir, f"{name} distill on target continuations")
+        return {**stats, "pool_rows": len(pool.rows), "generation_seconds": round(generation, 1)}
+
+    step = ledger.run(f"{name}-distill-continuations", {"after": step.key, "budget": budget},
+                      distill_continuations, outputs=[final_dir / "model.safetensors"])
+    ran |= not step.skipped
+
+    # export: the draft folder the catalogue names
+    dest = layout.draft(domain)
+
+    def export() -> dict[str, object]:
+        return _export_draft(final_dir, dest, target, name)
+
+    step = ledger.run(f"{name}-export", {"after": step.key}, export,
+                      outputs=[dest / "model.safetensors", dest / "config.json"])
+    ran |= not step.skipped
+    return ran
+
+
+def _export_draft(checkpoint: Path, dest: Path, target: TargetInfo, name: str) -> dict[str, object]:
+    """Write the draft folder (weights, config, the target's tokenizer files) and check it fits."""
+    from memspec_ros.core.model_loading import load_config, load_tokenizer
+    from memspec_ros.runtime.catalogue_file import DraftEntry
+    from memspec_ros.runtime.model_set_checks import check_draft
+
+    if dest.exists():
+        shutil.rmtree(dest)
+    model = LlamaForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+    model.save_pretrained(dest, safe_serialization=True)
+    for f in tokenizer_files(target.path):
+        shutil.copy2(f, dest / f.name)
+    target_tok = load_tokenizer(target.path)
+    pin_tokenizer_class(dest, type(target_tok).__name__)
+    check_draft(target_tok, load_config(target.path), DraftEntry(name=name, path=dest, domain=""))
+    params = sum(p.numel() for p in model.parameters())
+    size = (dest / "model.safetensors").stat().st_size
+    print(f"[export] {name}: {params / 1e6:.2f} M parameters, {size / 1e6:.1f} MB -> {dest}", flush=True)
+    return {"parameters": params, "bytes": size}
+
+
+def _write_catalogue(layout: OutputLayout, target: TargetInfo, corpora: list[Corpus], trained: list[str]) -> None:
+    """Write ``catalogue.yaml``; keep an existing predictor only if no draft changed since."""
+    from memspec_ros.runtime.catalogue_file import (
+        CatalogueFileError,
+        DraftEntry,
+        load_catalogue_file,
+        write_catalogue_file,
+    )
+
+    entries = [DraftEntry(name=draft_name(c.domain), path=layout.draft(c.domain), domain=c.domain,
+                          description=f"distilled from {target.path.name} on {c.source.name}") for c in corpora]
+    entries.append(DraftEntry(name=draft_name(GENERAL), path=layout.draft(GENERAL), domain=GENERAL,
+                              description=f"distilled from {target.path.name} on all corpora"))
+    predictor = None
+    if layout.predictor.exists() and layout.catalogue.exists() and not trained:
+        try:
+            previous = load_catalogue_file(layout.catalogue)
+        except CatalogueFileError:
+            previous = None
+        if previous is not None and previous.predictor is not None and \
+                previous.draft_names == [e.name for e in entries]:
+            predictor = layout.predictor
+    if layout.predictor.exists() and predictor is None:
+        print("[drafts] the drafts changed: the catalogue names no predictor until `memspec_build predictor` "
+              "retrains it", flush=True)
+    write_catalogue_file(layout.catalogue, target=layout.target, drafts=entries, predictor=predictor,
+                         header="Written by memspec_build; format: docs/catalogue.md.")
+    print(f"[drafts] catalogue {layout.catalogue}", flush=True)

@@ -1,0 +1,232 @@
+"""``memspec_build evaluate``: is each draft worth serving? Acceptance, step times, verdicts.
+
+Acceptance is measured exactly and cheaply with the greedy identity
+(:mod:`memspec_ros.core.greedy_match`): the target continues each held-out prompt greedily
+once, each draft runs one teacher-forced pass over prompt + continuation, and
+``match[t] = draft argmax == target token`` fixes every speculative round of k. The rate is
+accepted / proposed draft tokens, pooled over a domain's prompts. Prompts come from
+``<out>/heldout/prompts.jsonl``, cut by ``drafts`` from held-out documents only: text no draft
+or predictor was trained on.
+
+Verdicts, per draft, from the acceptance on its own domain and the measured step times:
+
+* ``slower than target-only``: the estimated speed-up on its domain (or over all domains for
+  ``general``) is below 1: its rounds cost more than the tokens they save;
+* ``no better than the general draft``: on its own domain it accepts no more than the general
+  draft does, so it is not worth a slot in memory;
+* ``useful`` otherwise.
+
+The speed-up estimate is the round arithmetic of the traces: a round of ``p`` proposals costs
+``p`` draft steps and one (k+1)-token verification and emits ``accepted + 1`` tokens, against
+one target step per token without speculation (draft catch-up after switches is not counted).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from memspec_ros.builder.disk_space import require_free_space
+from memspec_ros.builder.errors import BuildError
+from memspec_ros.builder.layout import GENERAL, OutputLayout
+from memspec_ros.builder.predictor_step import BuildInputs, read_build
+from memspec_ros.builder.progress import count_bar
+from memspec_ros.builder.steps import StepLedger
+from memspec_ros.core.greedy_match import greedy_rounds
+
+GENERAL_MARGIN = 0.0
+"""A specialist must beat the general draft on its own domain by more than this."""
+USEFUL = "useful"
+NO_BETTER = "no better than the general draft"
+SLOWER = "slower than target-only"
+
+
+@torch.inference_mode()
+def greedy_continuation(model: PreTrainedModel, ids: list[int], n_new: int, eos_id: int) -> list[int]:
+    """Target-only greedy decoding with a KV cache; stops at EOS (not included)."""
+    cache = DynamicCache(config=model.config)
+    logits = model(input_ids=torch.tensor([ids]), cache=cache, use_cache=True).logits
+    out: list[int] = []
+    for _ in range(n_new):
+        nxt = int(logits[0, -1].argmax())
+        if nxt == eos_id:
+            break
+        out.append(nxt)
+        logits = model(input_ids=torch.tensor([[nxt]]), cache=cache, use_cache=True).logits
+    return out
+
+
+@torch.inference_mode()
+def match_vector(model: PreTrainedModel, prompt: list[int], cont: list[int]) -> list[bool]:
+    """Teacher-forced draft argmax over ``prompt + cont`` compared with ``cont``."""
+    if not cont:
+        return []
+    logits = model(input_ids=torch.tensor([prompt + cont])).logits[0]
+    preds = logits[len(prompt) - 1:len(prompt) + len(cont) - 1].argmax(-1).tolist()
+    return [p == c for p, c in zip(preds, cont, strict=True)]
+
+
+def pooled_rounds(matches: Sequence[Sequence[bool]], k: int) -> tuple[int, int, int]:
+    """``(accepted, proposed, rounds)`` of greedy rounds summed over sequences."""
+    acc = prop = rounds = 0
+    for m in matches:
+        a, p, r = greedy_rounds(m, k)
+        acc, prop, rounds = acc + a, prop + p, rounds + r
+    return acc, prop, rounds
+
+
+def acceptance_rate(matches: Sequence[Sequence[bool]], k: int = 4) -> float:
+    """Pooled acceptance rate ``sum(accepted) / sum(proposed)`` over sequences."""
+    acc, prop, _ = pooled_rounds(matches, k)
+    return acc / prop if prop else 0.0
+
+
+def estimated_speedup(accepted: int, proposed: int, rounds: int, draft_ms: float, verify_ms: float,
+                      target_ms: float) -> float:
+    """Target-only time / speculative time for the same tokens (see the module docstring)."""
+    if rounds == 0:
+        return 0.0
+    tokens = accepted + rounds
+    speculative = proposed * draft_ms + rounds * verify_ms
+    return tokens * target_ms / speculative
+
+
+def verdict(speedup: float, own_acceptance: float, general_acceptance: float | None) -> str:
+    """A draft's verdict (module docstring); ``general_acceptance``: the general draft's on the
+    same domain, ``None`` for the general draft itself."""
+    if speedup < 1.0:
+        return SLOWER
+    if general_acceptance is not None and own_acceptance <= general_acceptance + GENERAL_MARGIN:
+        return NO_BETTER
+    return USEFUL
+
+
+@dataclass(frozen=True)
+class EvaluationSettings:
+    time_budget_s: float = 600.0
+    """Seconds for the target's greedy continuations (at least one prompt per domain)."""
+    prompts_per_domain: int = 24
+    max_new_tokens: int = 64
+    k: int = 4
+
+
+def run_evaluate(out: Path, settings: EvaluationSettings, *, force: bool = False) -> dict[str, object]:
+    """Measure the catalogue in ``out``; write ``reports/evaluation.{json,md}``; return the report."""
+    from memspec_ros.runtime.catalogue import zoo_fingerprint
+
+    layout = OutputLayout(out)
+    built = read_build(layout)
+    catalogue = built.catalogue
+    heldout = [layout.heldout(d) for d in built.domains] + [layout.heldout_prompts]
+    missing = [str(p) for p in heldout if not p.exists()]
+    if missing:
+        raise BuildError(f"held-out text {missing} is missing: rerun `memspec_build drafts --out {out} ...`")
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in heldout)).hexdigest()[:16]
+    inputs = {"models": zoo_fingerprint([catalogue.target, *(d.path for d in catalogue.drafts)]),
+              "drafts": catalogue.draft_names, "heldout": digest, "settings": asdict(settings)}
+    ledger = StepLedger(layout.stamps, force=force)
+    require_free_space(out, 4 << 20, "the evaluation reports")
+    outcome = ledger.run("evaluate", inputs, lambda: _evaluate(layout, built, settings),
+                         outputs=[layout.reports / "evaluation.json", layout.reports / "evaluation.md"])
+    print((layout.reports / "evaluation.md").read_text(), flush=True)
+    return outcome.result
+
+
+def _evaluate(layout: OutputLayout, built: BuildInputs, settings: EvaluationSettings) -> dict[str, object]:
+    from memspec_ros.builder.step_timing import draft_step_ms, step_ms
+    from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
+    from memspec_ros.runtime.workload import load_prompts
+
+    catalogue = built.catalogue
+    tok = load_tokenizer(catalogue.target)
+    target = load_causal_lm(catalogue.target)
+    drafts = {d.name: load_causal_lm(d.path) for d in catalogue.drafts}
+    domains_of = catalogue.domains
+    eos = tok.eos_token_id
+
+    cut = load_prompts(layout.heldout_prompts)  # cut from held-out documents by `drafts`
+    prompts = {d: cut.get(d, [])[: settings.prompts_per_domain] for d in built.domains}
+    traces: dict[str, list[tuple[list[int], list[int]]]] = {d: [] for d in built.domains}
+    t0 = time.monotonic()
+    total = sum(map(len, prompts.values()))
+    bar = count_bar(total, "held-out continuations", "prompt")
+    for i in range(max(map(len, prompts.values()), default=0)):  # round-robin: a budget cut spares no domain
+        if i and time.monotonic() - t0 > settings.time_budget_s:
+            print(f"[evaluate] time budget spent after {i} prompt(s) per domain", flush=True)
+            break
+        for d in built.domains:
+            if i < len(prompts[d]):
+                ids = tok(prompts[d][i], add_special_tokens=False)["input_ids"]
+                traces[d].append((ids, greedy_continuation(target, ids, settings.max_new_tokens, eos)))
+                bar.update()
+    bar.close()
+    trace_seconds = time.monotonic() - t0
+
+    rounds: dict[str, dict[str, tuple[int, int, int]]] = {}
+    for name, model in drafts.items():
+        rounds[name] = {d: pooled_rounds([match_vector(model, p, c) for p, c in traces[d]], settings.k)
+                        for d in built.domains}
+    matrix = {n: {d: round(a / p, 4) if p else 0.0 for d, (a, p, _) in row.items()} for n, row in rounds.items()}
+
+    timing = {"target_step_ms": step_ms(target, 1), "target_verify_ms": step_ms(target, settings.k + 1)}
+    draft_ms = {name: draft_step_ms(model) for name, model in drafts.items()}
+
+    general = next((n for n, d in domains_of.items() if d == GENERAL), None)
+    verdicts: dict[str, dict[str, object]] = {}
+    for name, domain in domains_of.items():
+        own = [domain] if domain in built.domains else list(built.domains)
+        a, p, r = (sum(rounds[name][d][i] for d in own) for i in range(3))
+        speedup = estimated_speedup(a, p, r, draft_ms[name], timing["target_verify_ms"], timing["target_step_ms"])
+        entry: dict[str, object] = {"domain": domain, "acceptance": round(a / p, 4) if p else 0.0,
+                                    "estimated_speedup": round(speedup, 3), "step_ms": round(draft_ms[name], 4)}
+        if domain in built.domains:
+            others = [matrix[o][domain] for o in drafts if o != name]
+            entry["margin"] = round(matrix[name][domain] - max(others), 4) if others else None
+            if general is not None:
+                entry["margin_over_general"] = round(matrix[name][domain] - matrix[general][domain], 4)
+        general_here = matrix[general][domain] if general not in (None, name) and domain in built.domains else None
+        entry["verdict"] = verdict(speedup, matrix[name].get(domain, 0.0), general_here)
+        verdicts[name] = entry
+    report: dict[str, object] = {
+        "k": settings.k, "max_new_tokens": settings.max_new_tokens, "domains": list(built.domains),
+        "prompts_per_domain": {d: len(traces[d]) for d in built.domains},
+        "definition": "greedy rounds of k simulated exactly from match vectors: acceptance = accepted / proposed "
+                      "draft tokens, pooled over the target's greedy continuations of held-out prompts",
+        "matrix": matrix, "timing_ms": {k: round(v, 4) for k, v in timing.items()},
+        "draft_step_ms": {n: round(v, 4) for n, v in draft_ms.items()},
+        "drafts": verdicts, "trace_seconds": round(trace_seconds, 1),
+    }
+    layout.reports.mkdir(parents=True, exist_ok=True)
+    (layout.reports / "evaluation.json").write_text(json.dumps(report, indent=1) + "\n")
+    (layout.reports / "evaluation.md").write_text(render_markdown(report))
+    return report
+
+
+def render_markdown(report: dict) -> str:
+    """The evaluation report for people (the JSON beside it has the same numbers)."""
+    domains = report["domains"]
+    lines = ["# Draft evaluation (`memspec_build evaluate`)", "",
+             f"Acceptance (k={report['k']}, greedy, held-out prompts: "
+             + ", ".join(f"{d} {n}" for d, n in report["prompts_per_domain"].items()) + "). "
+             + report["definition"] + ".", "",
+             "| draft \\ domain | " + " | ".join(domains) + " |", "|---|" + "---|" * len(domains)]
+    for name, row in report["matrix"].items():
+        own = report["drafts"][name]["domain"]
+        cells = [f"**{row[d]:.3f}**" if d == own else f"{row[d]:.3f}" for d in domains]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    t = report["timing_ms"]
+    lines += ["", f"Target: {t['target_step_ms']:.3f} ms per 1-token step, {t['target_verify_ms']:.3f} ms per "
+              f"{report['k'] + 1}-token verification.", "",
+              "| draft | domain | own-domain acceptance | margin over best other | step ms | est. speed-up | verdict |",
+              "|---|---|---|---|---|---|---|"]
+    for name, e in report["drafts"].items():
+        margin = "" if e.get("margin") is None else f"{e['margin']:+.3f}"
+        lines.append(f"| {name} | {e['domain']} | {e['acceptance']:.3f} | {margin} | {e['step_ms']:.3f} | "
+                     f"{e['estimated_speedup']:.2f}x | {e['verdict']} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,220 @@
+"""``memspec_build predictor``: the draft-need predictor for a built catalogue.
+
+The predictor forecasts, from the target's hidden states and the recent tokens, the acceptance
+each draft would get over the next segment (:mod:`memspec_ros.runtime.predictor`). It learns
+from exact traces (:func:`memspec_ros.runtime.traces.record_dialogue`): the target runs
+greedily over multi-domain dialogues whose turns are prompts cut from the *training* split of
+the user's corpora, and one teacher-forced pass per draft gives every draft's acceptance at
+every position. Validation dialogues are cut from the held-out documents, so the printed
+validation top-1 and regret measure forecasting on text no model saw. Traces are saved as
+they are recorded, so an interrupted run resumes where it stopped; recording stops at the time
+budget (with at least two training dialogues and one validation dialogue).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from memspec_ros.builder.corpora import read_jsonl
+from memspec_ros.builder.disk_space import require_free_space
+from memspec_ros.builder.errors import BuildError
+from memspec_ros.builder.layout import OutputLayout
+from memspec_ros.builder.progress import count_bar
+from memspec_ros.builder.prompts import make_prompts
+from memspec_ros.builder.steps import StepLedger
+from memspec_ros.runtime.catalogue_file import CatalogueFile
+
+MAX_DOC_CHARS = 24_000
+"""Prompts are cut from the start of long documents only (a 1 MB file would make hundreds)."""
+
+
+@dataclass(frozen=True)
+class PredictorSettings:
+    """Workload and fitting settings (all part of the step's input key)."""
+
+    time_budget_s: float = 600.0
+    """Seconds for recording traces (fitting takes seconds more)."""
+    sessions: int = 28
+    validation_sessions: int = 4
+    turns: int = 5
+    max_new_tokens: int = 48
+    docs_per_domain: int = 80
+    prompts_per_domain: int = 48
+    k: int = 4
+    seed: int = 1234
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """The catalogue and split a previous ``memspec_build drafts`` left in the output folder."""
+
+    catalogue: CatalogueFile
+    domains: list[str]
+    """The corpora's domains, in the order they were given (drafts add ``general``)."""
+
+
+def read_build(layout: OutputLayout) -> BuildInputs:
+    """The catalogue and the domains of the split; :class:`BuildError` if ``drafts`` has not run."""
+    from memspec_ros.runtime.catalogue_file import CatalogueFileError, load_catalogue_file
+
+    if not layout.catalogue.exists() or not layout.split_manifest.exists():
+        raise BuildError(f"{layout.root} has no finished draft build (catalogue.yaml and work/corpora): run "
+                         f"`memspec_build drafts --out {layout.root} ...` first")
+    try:
+        catalogue = load_catalogue_file(layout.catalogue)
+    except CatalogueFileError as exc:
+        raise BuildError(str(exc)) from None
+    manifest = json.loads(layout.split_manifest.read_text())
+    return BuildInputs(catalogue=catalogue, domains=[d["domain"] for d in manifest["domains"]])
+
+
+def _file_digest(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def run_predictor(out: Path, settings: PredictorSettings, *, force: bool = False) -> dict[str, object]:
+    """Record traces, fit the predictor, save it and add it to the catalogue; return the metrics."""
+    from memspec_ros.core.model_loading import load_config
+    from memspec_ros.runtime.catalogue import zoo_fingerprint
+    from memspec_ros.runtime.model_set_checks import hidden_width
+
+    layout = OutputLayout(out)
+    built = read_build(layout)
+    catalogue = built.catalogue
+    if len(built.domains) < 2:
+        raise BuildError("the predictor forecasts which domain's draft a dialogue needs: it needs corpora of at "
+                         f"least two domains, this build has {built.domains}")
+    splits = [layout.train_split(d) for d in built.domains] + [layout.heldout(d) for d in built.domains]
+    models = zoo_fingerprint([catalogue.target, *(d.path for d in catalogue.drafts)])
+    inputs = {"models": models, "drafts": catalogue.draft_names, "splits": _file_digest(splits),
+              "settings": asdict(settings)}
+    ledger = StepLedger(layout.stamps, force=force)
+    # the target's hidden state of every generated token (float16) dominates a trace
+    hidden = hidden_width(load_config(catalogue.target))
+    sessions = settings.sessions + settings.validation_sessions
+    require_free_space(out, sessions * settings.turns * settings.max_new_tokens * hidden * 2 * 2,
+                       "the predictor's traces")
+
+    def work() -> dict[str, object]:
+        return _train(layout, built, settings, models)
+
+    outcome = ledger.run("predictor", inputs, work, outputs=[layout.predictor])
+    _add_to_catalogue(layout)
+    result = outcome.result
+    val = result.get("validation", {})
+    print(f"[predictor] validation (held-out dialogues): top-1 {val.get('top1', float('nan')):.3f}, regret "
+          f"{val.get('regret', float('nan')):.3f} (best fixed draft's regret "
+          f"{val.get('best_single_regret', float('nan')):.3f}) over {val.get('examples', 0)} positions", flush=True)
+    return result
+
+
+def _prompts(paths: dict[str, Path], settings: PredictorSettings, rng: random.Random) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for domain, path in paths.items():
+        docs = read_jsonl(path)
+        rng.shuffle(docs)
+        prompts = make_prompts([d[:MAX_DOC_CHARS] for d in docs[: settings.docs_per_domain]],
+                               n=settings.prompts_per_domain)
+        if prompts:
+            out[domain] = prompts
+    return out
+
+
+def _train(layout: OutputLayout, built: BuildInputs, settings: PredictorSettings, models: str) -> dict[str, object]:
+    import torch
+
+    from memspec_ros.core.engine import SpeculativeEngine
+    from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
+    from memspec_ros.core.proposer import DraftProposer
+    from memspec_ros.runtime.catalogue import Catalogue
+    from memspec_ros.runtime.predictor_training import train_predictor
+    from memspec_ros.runtime.traces import DialogueTrace, record_dialogue
+    from memspec_ros.runtime.workload import multi_domain_dialogues
+
+    catalogue_file = built.catalogue
+    catalogue = Catalogue.from_file(catalogue_file)
+    torch.manual_seed(settings.seed)
+    tok = load_tokenizer(catalogue_file.target)
+    target = load_causal_lm(catalogue_file.target)
+    engine = SpeculativeEngine(target, tok)
+    drafts = {s.name: load_causal_lm(s.path) for s in catalogue}
+    proposers = {n: DraftProposer(m, n) for n, m in drafts.items()}
+
+    rng = random.Random(settings.seed)
+    train_prompts = _prompts({d: layout.train_split(d) for d in built.domains}, settings, rng)
+    val_prompts = _prompts({d: layout.heldout(d) for d in built.domains}, settings, rng)
+    if len(train_prompts) < 2 or len(val_prompts) < 2:
+        raise BuildError("too little text to cut dialogue prompts from at least two domains' documents; "
+                         "add documents to the corpora")
+    train_sessions = multi_domain_dialogues(train_prompts, sessions=settings.sessions, turns=settings.turns,
+                                            max_new_tokens=settings.max_new_tokens, seed=settings.seed)
+    val_sessions = multi_domain_dialogues(val_prompts, sessions=settings.validation_sessions, turns=settings.turns,
+                                          max_new_tokens=settings.max_new_tokens, seed=settings.seed + 1)
+
+    def helper(turn):  # the domain's own draft speeds the greedy run up; the output is the same
+        spec = catalogue.by_domain(turn.domain) if turn.domain else None
+        return proposers[spec.name] if spec else None
+
+    layout.traces.mkdir(parents=True, exist_ok=True)
+    # traces depend on the models and the workload, not on the budget: a rerun with more time reuses them
+    workload = {k: v for k, v in asdict(settings).items() if k != "time_budget_s"}
+    tag = hashlib.sha256(json.dumps([models, workload], sort_keys=True).encode()).hexdigest()[:12]
+    t0 = time.monotonic()
+
+    def record(sessions: list, kind: str, minimum: int) -> list[DialogueTrace]:
+        traces: list[DialogueTrace] = []
+        bar = count_bar(len(sessions), f"{kind} dialogues", "dialogue")
+        for i, turns in enumerate(sessions):
+            if i >= minimum and time.monotonic() - t0 > settings.time_budget_s:
+                print(f"[predictor] time budget spent: {len(traces)} {kind} dialogues recorded", flush=True)
+                break
+            path = layout.traces / f"{tag}-{kind}-{i:03d}.npz"
+            if path.exists():
+                trace = DialogueTrace.load(path)
+            else:
+                trace = record_dialogue(engine, drafts, turns, name=f"{kind}-{i:03d}", helper=helper, k=settings.k)
+                trace.save(path)
+            traces.append(trace)
+            bar.update()
+        bar.close()
+        return traces
+
+    val = record(val_sessions, "validation", 1)
+    train = record(train_sessions, "training", 2)
+    trace_seconds = time.monotonic() - t0
+    t1 = time.monotonic()
+    predictor, metrics = train_predictor(
+        train, catalogue.names, int(target.config.get_text_config().hidden_size), validation=val, k=settings.k,
+        seed=settings.seed,
+        meta={"data": "prompts cut from the training split of each domain; validation from held-out documents",
+              "seed": settings.seed, "sessions": len(train), "validation_sessions": len(val),
+              "turns": settings.turns, "max_new_tokens": settings.max_new_tokens, "models": models})
+    predictor.save(layout.predictor)
+    report: dict[str, object] = {name: asdict(m) for name, m in metrics.items()}
+    report.update({"training_dialogues": len(train), "validation_dialogues": len(val),
+                   "trace_seconds": round(trace_seconds, 1), "fit_seconds": round(time.monotonic() - t1, 2),
+                   "file_bytes": layout.predictor.stat().st_size,
+                   # lets an evaluation drop held-out prompts textually identical to a training prompt
+                   # (different documents can share boilerplate lines; bench/split.py does this for the zoo)
+                   "train_prompt_sha1": sorted({hashlib.sha1(t.prompt.encode()).hexdigest()
+                                                for tr in train for t in tr.turns})})
+    layout.reports.mkdir(parents=True, exist_ok=True)
+    (layout.reports / "predictor.json").write_text(json.dumps(report, indent=1) + "\n")
+    return report
+
+
+def _add_to_catalogue(layout: OutputLayout) -> None:
+    from memspec_ros.runtime.catalogue_file import load_catalogue_file, write_catalogue_file
+
+    current = load_catalogue_file(layout.catalogue)
+    if current.predictor is None:
+        write_catalogue_file(layout.catalogue, target=current.target, drafts=list(current.drafts),
+                             predictor=layout.predictor, header="Written by memspec_build; format: docs/catalogue.md.")
+        print(f"[predictor] added {layout.predictor.name} to {layout.catalogue}", flush=True)

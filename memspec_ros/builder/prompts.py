@@ -1,0 +1,52 @@
+"""Prompts cut from documents: what the target continues when traces are recorded.
+
+The zoo and ``memspec_build`` cut evaluation prompts from held-out documents only, and the
+predictor's training prompts from training documents only, with this one procedure. A prompt
+is a line-aligned slice of a document of roughly ``PROMPT_CHARS`` characters, so the target
+continues it in the document's own domain. Domains with few, long documents (code, legal)
+yield several prompts per document, at evenly spaced line offsets; domains with many short
+documents yield one prompt per document.
+"""
+from __future__ import annotations
+
+import math
+
+PROMPTS_PER_DOMAIN = 24
+PROMPT_CHARS = 120
+
+
+def _prompt_from(doc: str, begin: int, limit: int) -> str:
+    """Whole lines of ``doc`` from offset ``begin`` up to ``limit`` chars (a contiguous
+    substring, so the prompt provably comes from the held-out document); an over-long first
+    line is cut at a space."""
+    end = begin
+    while end < len(doc):
+        nl = doc.find("\n", end)
+        line_end = len(doc) if nl < 0 else nl + 1
+        if end > begin and line_end - begin > limit:
+            break
+        end = line_end
+        if end - begin >= limit * 0.6:
+            break
+    out = doc[begin:end]
+    if len(out) > limit:
+        cut = out.rfind(" ", 0, limit)
+        out = out[:cut if cut > limit // 2 else limit]
+    return out
+
+
+def make_prompts(docs: list[str], n: int = PROMPTS_PER_DOMAIN) -> list[str]:
+    """Return ``n`` prompts spread over ``docs`` (deterministic)."""
+    per_doc = max(1, math.ceil(n / max(1, len(docs))))
+    candidates: list[list[str]] = []
+    for doc in docs:
+        line_starts = [0, *[i + 1 for i, ch in enumerate(doc) if ch == "\n"][:-1]]
+        # a short doc gets a prompt of about half its length so a continuation remains
+        limit = min(PROMPT_CHARS, max(30, len(doc) // 2))
+        picks = [round(i * max(0, len(line_starts) - 8) / per_doc) for i in range(per_doc)]
+        prompts = [_prompt_from(doc, line_starts[p], limit) for p in dict.fromkeys(picks)]
+        candidates.append([p for p in prompts if p.strip()])
+    out: list[str] = []
+    for i in range(per_doc):  # round-robin so every document contributes
+        out += [c[i] for c in candidates if i < len(c)]
+    return out[:n]

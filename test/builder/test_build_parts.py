@@ -1,0 +1,91 @@
+"""The small rules ``memspec_build`` rests on: step stamps, corpus forms and splits, verdicts.
+
+Why: a stamp that skipped a step whose inputs changed would serve stale drafts silently; a
+split that leaked a document into both halves would overstate acceptance; a verdict the wrong
+way round would tell a team to deploy a draft that slows the robot down. Each is cheap to pin
+here without training anything.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memspec_ros.builder.corpora import parse_corpus_arguments, read_corpus, split_documents
+from memspec_ros.builder.errors import BuildError
+from memspec_ros.builder.evaluation import NO_BETTER, SLOWER, USEFUL, estimated_speedup, verdict
+from memspec_ros.builder.steps import StepLedger
+
+
+def test_a_step_reruns_only_when_its_inputs_or_outputs_change(tmp_path: Path) -> None:
+    ledger = StepLedger(tmp_path / "steps")
+    output = tmp_path / "out.txt"
+    runs: list[int] = []
+
+    def work() -> dict[str, int]:
+        runs.append(1)
+        output.write_text("x")
+        return {"n": len(runs)}
+
+    first = ledger.run("s", {"a": 1, "b": [1, 2]}, work, outputs=[output])
+    again = ledger.run("s", {"b": [1, 2], "a": 1}, work, outputs=[output])  # same inputs, other key order
+    assert not first.skipped and again.skipped and again.result == {"n": 1} and len(runs) == 1
+    assert not ledger.run("s", {"a": 2, "b": [1, 2]}, work, outputs=[output]).skipped  # input changed
+    output.unlink()
+    assert not ledger.run("s", {"a": 2, "b": [1, 2]}, work, outputs=[output]).skipped  # output gone
+    assert not StepLedger(tmp_path / "steps", force=True).run("s", {"a": 2, "b": [1, 2]}, work).skipped
+    assert len(runs) == 4
+
+
+def test_a_step_killed_half_way_leaves_no_stamp(tmp_path: Path) -> None:
+    ledger = StepLedger(tmp_path)
+
+    def crash() -> dict:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        ledger.run("s", {"a": 1}, crash)
+    assert ledger.finished("s", "anything") is None and not list(tmp_path.glob("*.json"))
+
+
+def test_corpus_forms_and_the_split_by_document(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("first doc\nline two\n\n\nsecond doc\n  \nthird doc\n")
+    docs = read_corpus("a", tmp_path / "a.txt").documents
+    assert docs == ("first doc\nline two", "second doc", "third doc")
+    folder = tmp_path / "b"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "x.txt").write_text("one\n\nstill one\n")
+    (folder / "sub" / "y.jsonl").write_text(json.dumps({"body": "two"}) + "\n\n" + json.dumps({"body": "three"}))
+    assert read_corpus("b", folder, "body").documents == ("two", "three", "one\n\nstill one")
+    many = [f"doc {i}" for i in range(100)]
+    train, held = split_documents(many, seed=3)
+    assert len(held) == 5 and sorted(train + held) == sorted(many) and not set(train) & set(held)
+    assert split_documents(many, seed=3) == (train, held)
+
+
+def test_corpus_arguments(tmp_path: Path) -> None:
+    for name in ("robot.jsonl", "code.txt", "notes.md"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "math").mkdir()
+    found = parse_corpus_arguments([], tmp_path)
+    assert found == {"code": tmp_path / "code.txt", "math": tmp_path / "math", "robot": tmp_path / "robot.jsonl"}
+    with pytest.raises(BuildError, match="given twice"):
+        parse_corpus_arguments(["robot=other.jsonl"], tmp_path)
+    with pytest.raises(BuildError, match="DOMAIN=PATH"):
+        parse_corpus_arguments(["robot"], None)
+    with pytest.raises(BuildError, match="not usable"):
+        parse_corpus_arguments(["bad name=x.txt"], None)
+    with pytest.raises(BuildError, match="no corpora given"):
+        parse_corpus_arguments([], None)
+
+
+def test_verdicts() -> None:
+    # 3 rounds proposing 4 each, 9 accepted: 12 tokens for 12 draft steps + 3 verifications
+    speedup = estimated_speedup(accepted=9, proposed=12, rounds=3, draft_ms=1.0, verify_ms=12.0, target_ms=10.0)
+    assert speedup == pytest.approx(12 * 10.0 / (12 * 1.0 + 3 * 12.0))
+    assert verdict(0.9, own_acceptance=0.8, general_acceptance=0.1) == SLOWER
+    assert verdict(1.5, own_acceptance=0.3, general_acceptance=0.3) == NO_BETTER
+    assert verdict(1.5, own_acceptance=0.4, general_acceptance=0.3) == USEFUL
+    assert verdict(1.5, own_acceptance=0.4, general_acceptance=None) == USEFUL  # the general draft itself
+    assert estimated_speedup(0, 0, 0, 1.0, 1.0, 1.0) == 0.0

@@ -1,0 +1,210 @@
+"""``memspec_build`` end to end on a user's own (tiny, non-Llama) target and corpora.
+
+Why: the tool's promise is that a team's target and text become a catalogue the node accepts
+and serves losslessly, without the repository's training/ folder. So the test runs the three
+subcommands as a user would (tiny budgets), then applies the node's own checks
+(``load_catalogue_file``, ``check_draft``, ``check_predictor``) and a greedy speculative
+generation with a built draft, which must equal the target's own greedy output. Each user
+mistake must end with exit code 2 and a message naming the fix; a rerun must skip finished steps.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+
+from memspec_ros.builder.cli import main
+
+from .user_inputs import write_corpora, write_target
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = ["--threads", "1"]
+DRAFTS_TINY = [*TINY, "--time-budget-s", "4", "--seq-len", "32", "--batch", "4", "--distill-batch", "4",
+               "--continuation-tokens", "12"]
+
+Built = namedtuple("Built", "out target corpora drafts_log")
+
+
+def _corpus_args(corpora: dict[str, Path]) -> list[str]:
+    return [arg for domain, path in corpora.items() for arg in ("--corpus", f"{domain}={path}")]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Built:
+    """drafts -> predictor -> evaluate, once for the module."""
+    root = tmp_path_factory.mktemp("user")
+    target = write_target(root / "my-qwen")
+    corpora = write_corpora(root / "corpora")
+    out = root / "my_models"
+    log = root / "drafts.log"
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["drafts", "--target", str(target), *_corpus_args(corpora), "--out", str(out),
+                     *DRAFTS_TINY]) == 0
+    log.write_text(buf.getvalue())
+    assert main(["predictor", "--out", str(out), *TINY, "--sessions", "3", "--validation-sessions", "1",
+                 "--turns", "2", "--max-new-tokens", "10", "--time-budget-s", "60"]) == 0
+    assert main(["evaluate", "--out", str(out), *TINY, "--prompts-per-domain", "2", "--max-new-tokens", "12"]) == 0
+    return Built(out, target, corpora, buf.getvalue())
+
+
+def test_the_catalogue_passes_the_nodes_checks_and_serves_losslessly(built: Built) -> None:
+    from transformers import LlamaForCausalLM
+
+    from memspec_ros.core.engine import SpeculativeEngine
+    from memspec_ros.core.model_loading import load_causal_lm, load_config, load_tokenizer
+    from memspec_ros.core.proposer import DraftProposer
+    from memspec_ros.runtime.catalogue_file import load_catalogue_file
+    from memspec_ros.runtime.model_set_checks import check_draft, check_predictor
+
+    cat = load_catalogue_file(built.out)
+    assert cat.target == (built.out / "target").resolve()
+    assert {d.domain for d in cat.drafts} == {"robot", "code", "math", "general"}
+    assert cat.predictor == (built.out / "predictor.safetensors").resolve()
+    tok, config = load_tokenizer(cat.target), load_config(cat.target)
+    for entry in cat.drafts:
+        check_draft(tok, config, entry)
+        assert load_config(entry.path).model_type == "llama"  # a Llama draft for a Qwen2 target
+    check_predictor(cat.predictor, config, cat.draft_names)
+
+    target = load_causal_lm(cat.target)
+    engine = SpeculativeEngine(target, tok)
+    draft = load_causal_lm(cat.draft("draft-robot").path)
+    assert isinstance(draft, LlamaForCausalLM) and draft.config.vocab_size == target.config.vocab_size
+    for prompt in ("USER: bring the red cup from the lab\nROBOT:", "def add_3(x, y):"):
+        reference = engine.target_greedy(prompt, 24)
+        state = engine.generate(prompt, DraftProposer(draft, "draft-robot"), k=4, max_new_tokens=24)
+        assert state.output_ids == reference, prompt
+
+
+def test_layout_heldout_split_and_reports(built: Built) -> None:
+    out = built.out
+    # the target is hard-linked into the folder (no copy), with its own files
+    assert (out / "target" / "model.safetensors").stat().st_ino == (built.target / "model.safetensors").stat().st_ino
+    for domain in ("robot", "code", "math"):
+        held = [json.loads(line)["text"] for line in (out / "heldout" / f"{domain}.jsonl").open()]
+        train = [json.loads(line)["text"] for line in (out / "work" / "corpora" / f"{domain}.train.jsonl").open()]
+        assert len(held) == 2 and len(train) == 28 and not set(held) & set(train)  # by document, 95/5
+        tokenizer_json = (out / f"draft-{domain}" / "tokenizer.json").read_bytes()
+        assert tokenizer_json == (built.target / "tokenizer.json").read_bytes()  # copied verbatim
+    prompts = [json.loads(line) for line in (out / "heldout" / "prompts.jsonl").open()]
+    assert {p["domain"] for p in prompts} == {"robot", "code", "math"}
+    heldout_text = {d: (out / "heldout" / f"{d}.jsonl").read_text() for d in ("robot", "code", "math")}
+    assert all(json.dumps(p["prompt"])[1:-1] in heldout_text[p["domain"]] for p in prompts)  # cut from held-out
+    sizing = json.loads((out / "reports" / "sizing.json").read_text())
+    assert sizing["target_verify_ms"] > 0 and sizing["measured"]
+    assert "[sizing] target verify of 5 tokens" in built.drafts_log and "chosen draft hidden" in built.drafts_log
+    predictor = json.loads((out / "reports" / "predictor.json").read_text())
+    assert predictor["validation"]["examples"] > 0 and 0.0 <= predictor["validation"]["top1"] <= 1.0
+    report = json.loads((out / "reports" / "evaluation.json").read_text())
+    assert set(report["matrix"]) == {"draft-robot", "draft-code", "draft-math", "draft-general"}
+    assert all(set(row) == {"robot", "code", "math"} for row in report["matrix"].values())
+    verdicts = {e["verdict"] for e in report["drafts"].values()}
+    assert verdicts <= {"useful", "no better than the general draft", "slower than target-only"}
+    assert "margin" in report["drafts"]["draft-robot"] and report["timing_ms"]["target_verify_ms"] > 0
+    assert "| draft-robot | robot |" in (out / "reports" / "evaluation.md").read_text()
+
+
+def test_a_second_run_skips_every_finished_step(built: Built, capsys) -> None:
+    assert main(["drafts", "--target", str(built.target), *_corpus_args(built.corpora), "--out", str(built.out),
+                 *DRAFTS_TINY]) == 0
+    log = capsys.readouterr().out
+    assert "] done {" not in log and "[export]" not in log and "[split]" not in log  # nothing trained or written
+    for step in ("sizing", "split-robot", "draft-robot-pretrain", "draft-general-distill-continuations",
+                 "draft-math-export"):
+        assert f"[{step}] finished before with the same inputs: skipped" in log, step
+    assert "predictor" in (built.out / "catalogue.yaml").read_text()  # nothing changed: the predictor stays
+    assert main(["predictor", "--out", str(built.out), *TINY, "--sessions", "3", "--validation-sessions", "1",
+                 "--turns", "2", "--max-new-tokens", "10", "--time-budget-s", "60"]) == 0
+    assert "[predictor] finished before with the same inputs: skipped" in capsys.readouterr().out
+
+
+def _drafts_error(tmp_path: Path, target: Path, corpus_args: list[str], capsys) -> str:
+    code = main(["drafts", "--target", str(target), *corpus_args, "--out", str(tmp_path / "out"), *DRAFTS_TINY])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("memspec_build drafts: error: ") and err.count("\n") == 1, err
+    return err
+
+
+def test_unusable_corpora_are_refused_with_the_fix(built: Built, tmp_path: Path, capsys) -> None:
+    good = ["--corpus", f"robot={built.corpora['robot']}"]
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n  \n")
+    assert "is empty" in _drafts_error(tmp_path, built.target, [*good, "--corpus", f"code={empty}"], capsys)
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("caf\xe9 au lait\n\nna\xefve\n\nd\xe9j\xe0 vu\n".encode("latin-1"))
+    err = _drafts_error(tmp_path, built.target, [*good, "--corpus", f"code={latin}"], capsys)
+    assert "not UTF-8" in err and "iconv" in err
+    bad_json = tmp_path / "bad.jsonl"
+    bad_json.write_text('{"text": "a"}\n{"body": "b"}\n')
+    err = _drafts_error(tmp_path, built.target, [*good, "--corpus", f"code={bad_json}"], capsys)
+    assert "line 2 has no text field 'text'" in err and "--text-field" in err
+    assert "does not exist" in _drafts_error(tmp_path, built.target, [*good, "--corpus", "code=/nonexistent.txt"],
+                                             capsys)
+    assert "reserved" in _drafts_error(tmp_path, built.target, [*good, "--corpus", f"general={latin}"], capsys)
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_text("a b\n\nc d\n\ne f\n\ng h\n")
+    err = _drafts_error(tmp_path, built.target, [*good, "--corpus", f"code={tiny}", "--draft-shape", "48x1"], capsys)
+    assert "only" in err and "training tokens" in err and "--seq-len" in err
+
+
+def test_unservable_targets_are_refused_with_the_fix(built: Built, tmp_path: Path, capsys) -> None:
+    corpus = _corpus_args(built.corpora)
+
+    def variant(name: str, edit) -> Path:
+        folder = tmp_path / name
+        shutil.copytree(built.target, folder)
+        edit(folder)
+        return folder
+
+    def set_config(**changes):
+        def edit(folder: Path) -> None:
+            config = json.loads((folder / "config.json").read_text())
+            config.update(changes)
+            (folder / "config.json").write_text(json.dumps(config))
+        return edit
+
+    no_weights = variant("no-weights", lambda f: (f / "model.safetensors").rename(f / "pytorch_model.bin"))
+    err = _drafts_error(tmp_path, no_weights, corpus, capsys)
+    assert "no *.safetensors weights" in err and "safe_serialization=True" in err
+    remote = variant("remote", set_config(auto_map={"AutoModelForCausalLM": "modeling_x.XForCausalLM"}))
+    assert "trust_remote_code" in _drafts_error(tmp_path, remote, corpus, capsys)
+    unknown = variant("unknown", set_config(model_type="my_secret_arch"))
+    err = _drafts_error(tmp_path, unknown, corpus, capsys)
+    assert "'my_secret_arch'" in err and "trust_remote_code" in err
+    assert "does not exist" in _drafts_error(tmp_path, tmp_path / "nothing-here", corpus, capsys)
+
+
+def test_too_little_disk_space_is_refused_before_writing(built: Built, tmp_path: Path, capsys, monkeypatch) -> None:
+    import shutil as shutil_module
+
+    real = shutil_module.disk_usage
+    monkeypatch.setattr("memspec_ros.builder.disk_space.shutil.disk_usage",
+                        lambda path: real(path)._replace(free=10 << 20))
+    err = _drafts_error(tmp_path, built.target, _corpus_args(built.corpora), capsys)
+    assert "not enough disk space" in err and "MB free" in err
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+def test_predictor_and_evaluate_need_a_draft_build_first(tmp_path: Path, capsys) -> None:
+    for command in ("predictor", "evaluate"):
+        assert main([command, "--out", str(tmp_path)]) == 2
+        assert "run `memspec_build drafts" in capsys.readouterr().err
+
+
+def test_console_script_is_declared_and_every_subcommand_has_help() -> None:
+    setup = (REPO / "setup.py").read_text()
+    assert '"memspec_build = memspec_ros.builder.cli:main"' in setup
+    for command in ([], ["drafts"], ["predictor"], ["evaluate"]):
+        done = subprocess.run([sys.executable, "-m", "memspec_ros.builder", *command, "--help"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and "usage: memspec_build" in done.stdout, done.stderr
+    assert "--time-budget-s" in done.stdout and "--force" in done.stdout
