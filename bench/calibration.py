@@ -58,6 +58,9 @@ class Calibration:
     unthrottled_load_s: dict[str, float]
     requested_ratio: float
     seconds: float
+    drift: float | None = None
+    """Compute-time factor measured on the headline's real rounds, applied to ``cost`` after it
+    (:mod:`bench.drift`); None until the headline has run."""
 
     @property
     def mean_load_s(self) -> float:
@@ -79,7 +82,7 @@ class Calibration:
         return {"round_s": self.round_s, "requested_ratio": self.requested_ratio,
                 "modelled_ratio": self.modelled_ratio, "mean_load_s": self.mean_load_s,
                 "bandwidth_bytes_per_s": self.storage.bandwidth_bytes_per_s,
-                "unthrottled_load_s": self.unthrottled_load_s, "seconds": self.seconds,
+                "unthrottled_load_s": self.unthrottled_load_s, "seconds": self.seconds, "drift": self.drift,
                 "cost_model": json.loads(self.cost.to_json())}
 
 

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from memspec_ros.runtime.policies.oracle import DEFAULT_SEGMENT_ROUNDS, OraclePo
 
 from .calibration import Calibration
 from .config import BenchConfig
+from .drift import compute_drift
 from .hf_assisted import best_single_draft, run_hf_assisted, warm_up_hf
 from .measures import PolicySummary, RunMeasure, summarize
 from .policy_factory import PolicyFactory
@@ -100,6 +102,7 @@ def run_headline(bench: Bench) -> Headline:
     timeline_session = max(range(len(sessions)), key=lambda i: (len(sessions[i].topic_shifts), -i))
     timelines: dict[str, dict[str, object]] = {}
     config = bench.runtime_config()
+    policy_reports: list[list] = []
     warm_up_hf(tb, traces[0], hf_draft, cfg.k)  # transformers' first generate() call initialises lazily
     with bench.progress.phase("1 headline (real runs)", len(configs) * len(sessions)) as step:
         for i, (session, trace) in enumerate(zip(sessions, traces, strict=True)):
@@ -112,9 +115,16 @@ def run_headline(bench: Bench) -> Headline:
                 else:
                     measure, reports = run_policy(tb, session, trace, bench.factory, name, bench.budget, config)
                     real[name].append(measure)
+                    policy_reports.append(reports)
                     if i == timeline_session:
                         timelines[name] = session_timeline(name, session, reports)
                 step(f"{name} {session.name}")
+    drift = compute_drift(bench.calibration.cost, policy_reports)
+    if drift is not None:  # every simulation from here on uses the speed the machine had in these runs
+        bench.calibration = dataclasses.replace(bench.calibration, drift=drift,
+                                                cost=bench.calibration.cost.compute_scaled(drift))
+        bench.progress.log(f"drift: the real rounds took {drift:.3f}x the calibrated compute time; "
+                           "simulations use the rescaled cost model")
     simulated: dict[str, list[RunMeasure]] = {}
     with bench.progress.phase("1 headline (simulated)", len(bench.policies)) as step:
         for name in bench.policies:

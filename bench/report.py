@@ -179,6 +179,12 @@ def _simulator_section(r: Results) -> list[str]:
         real_ratio = sv["memspec"]["real_tokens_per_s"] / sv[ref]["real_tokens_per_s"]
         sim_ratio = sv["memspec"]["sim_tokens_per_s"] / sv[ref]["sim_tokens_per_s"]
         note += f" The headline ratio memspec / {ref} is {real_ratio:.2f}x real and {sim_ratio:.2f}x simulated."
+    drift = (r.get("calibration") or {}).get("drift")
+    if drift is not None:
+        note += (f" The cost model was measured before the headline; its real rounds then took {drift:.3f}x the "
+                 "calibrated draft and verification time (pooled over every policy's rounds), so every simulation "
+                 "uses compute times rescaled by that factor (bench/drift.py): what is validated is each "
+                 "policy's behaviour - drafts, rounds, stalls, loads, overheads - at the machine speed of the run.")
     pol = r["policies"]
     background = [n for n in sv if n in pol and pol[n]["loads"] and not pol[n]["stall_s"]]
     bg = [sv[n]["error"] for n in background if sv[n]["error"] is not None]

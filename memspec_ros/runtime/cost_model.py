@@ -106,6 +106,26 @@ class CostModel:
         """Mean load time over a typical round: the regime being modelled."""
         return float(np.mean(list(self.load_s.values()))) / self.mean_round_s(k) if self.load_s else 0.0
 
+    def compute_scaled(self, factor: float) -> CostModel:
+        """A copy whose compute times (steps, verification, prefill, overheads) are ``factor`` times longer.
+
+        Load times are left alone: they are paced storage reads (wall time), not computation. What
+        this is for: the same machine runs slower or faster from one minute to the next (other
+        work, clock and cache state), and a model calibrated before a long run can then be
+        rescaled by what the run's own rounds measured.
+        """
+        d = asdict(self)
+        d["verify_s"] = {k: v * factor for k, v in self.verify_s.items()}
+        d["draft_step_s"] = {k: v * factor for k, v in self.draft_step_s.items()}
+        d["draft_feed_s"] = {k: (a * factor, b * factor) for k, (a, b) in self.draft_feed_s.items()}
+        for key in ("draft_propose_s", "draft_propose2_s"):
+            d[key] = {n: {p: v * factor for p, v in m.items()} for n, m in getattr(self, key).items()}
+        d["prefill_s"] = (self.prefill_s[0] * factor, self.prefill_s[1] * factor)
+        for key in ("verify_slope_s", "draft_slope_s", "round_overhead_s", "turn_overhead_s", "tick_s",
+                    "predictor_s"):
+            d[key] = getattr(self, key) * factor
+        return CostModel(**d)
+
     def with_loads(self, load_s: Mapping[str, float]) -> CostModel:
         """A copy with other load times (e.g. another emulated bandwidth)."""
         d = asdict(self)

@@ -562,7 +562,7 @@ class DraftRuntime:
                 break
             r_start = self._clock()
             view = self.view()
-            draft, stall = self._select_draft(view, should_stop)
+            draft, stall, k_round = self._select_draft(view, should_stop)
             stop = should_stop() if stall and should_stop is not None else None
             if stop:  # the stall ended because the generation is ending: no further round
                 report.stall_s += stall
@@ -576,7 +576,7 @@ class DraftRuntime:
                     draft = None
             try:
                 self.pool.set_active(draft)
-                out = turn.run(draft, handle, self.config.k, self.policy.wants_counterfactual)
+                out = turn.run(draft, handle, k_round, self.policy.wants_counterfactual)
             finally:
                 if draft is not None:
                     self.pool.release(draft)
@@ -642,29 +642,35 @@ class DraftRuntime:
         return report
 
     def _select_draft(self, view: PolicyView, should_stop: Callable[[], bool] | None = None
-                      ) -> tuple[str | None, float]:
-        """Ask the policy; if it chooses to wait for a load, wait (timed as stall).
+                      ) -> tuple[str | None, float, int]:
+        """Ask the policy: the draft, seconds stalled for it, and the proposal length.
 
-        The wait watches ``should_stop`` too: a cancel or a deactivate must not sit out a load
-        on slow storage (up to ``stall_timeout_s``) before the round even starts.
+        If the policy chooses to wait for a load, wait (timed as stall). The wait watches
+        ``should_stop`` too: a cancel or a deactivate must not sit out a load on slow storage
+        (up to ``stall_timeout_s``) before the round even starts.
         """
         decision: Decision = self.policy.choose(view)
         draft, stall = decision.draft, 0.0
+        k_round = self._proposal_length(decision)
         if draft is None or self.pool.state(draft) == DraftState.RESIDENT:
-            return draft, 0.0
+            return draft, 0.0, k_round
         if decision.wait:
             t0 = self._clock()
             ticket = self.scheduler.demand(draft)
             self.rounds.wait_for_load(ticket, self.config.stall_timeout_s, should_stop)
             stall = self._clock() - t0
             if self.pool.state(draft) == DraftState.RESIDENT:
-                return draft, stall
+                return draft, stall, k_round
             if should_stop is not None and should_stop():
-                return None, stall  # the caller ends the turn; the load is not a failure
+                return None, stall, k_round  # the caller ends the turn; the load is not a failure
             _log.warning("stalled %.3fs for %s but it did not load (%s); continuing with what is resident",
                          stall, draft, ticket.error or ticket.outcome)
             decision = self.policy.choose(self.view())
             if decision.draft is not None and self.pool.state(decision.draft) == DraftState.RESIDENT:
-                return decision.draft, stall
+                return decision.draft, stall, self._proposal_length(decision)
         # Not resident and not waited for: run target-only rather than block.
-        return None, stall
+        return None, stall, k_round
+
+    def _proposal_length(self, decision: Decision) -> int:
+        """The decision's k, within 1 and the runtime's k (a policy may only shorten proposals)."""
+        return self.config.k if decision.k is None else max(1, min(decision.k, self.config.k))

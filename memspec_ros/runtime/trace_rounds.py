@@ -55,9 +55,11 @@ class TraceTurn:
         p, a, e = turn.round_at(draft, pos, k)
         used = draft if p > 0 else None  # the engine reports no draft for an empty proposal
         draft_s = 0.0
+        catchup = 0
         if used is not None:
             seen = min(synced.get(used, 0), ctx - 1)
             draft_s = cost.propose_at(used, p, ctx - seen, ctx)
+            catchup = max(0, ctx - seen - 1)  # context fed beyond the newest token, as real rounds report
             synced[used] = ctx + min(a, p - 1)
         verify_s = cost.verify(p, ctx)
         extra_s = 0.0
@@ -77,7 +79,8 @@ class TraceTurn:
         self._pos += e
         owner.context_len += e
         return RoundOutcome(draft=used, proposed=p, accepted=a, emitted_ids=list(turn.output_ids[pos: pos + e]),
-                            hidden=hidden, draft_s=draft_s, verify_s=verify_s, counterfactual=cf,
+                            hidden=hidden, draft_s=draft_s, verify_s=verify_s, catchup_tokens=catchup,
+                            counterfactual=cf,
                             counterfactual_s=extra_s)
 
     def finish(self, stopped: FinishReason | None) -> tuple[list[int], str, FinishReason]:

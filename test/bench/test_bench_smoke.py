@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # the ``bench`` package lives at the repository root
 
@@ -94,6 +96,7 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     """A simulator-only mini experiment through the real assembly, report and plot code."""
     from bench.calibration import Calibration
     from bench.config import BenchConfig
+    from bench.drift import compute_drift
     from bench.experiments import HF_ASSISTED, HF_ASSISTED_HEURISTIC, TARGET_ONLY, Bench, Headline, ablation, run_sweeps
     from bench.hf_assisted import best_single_draft, single_draft_rounds
     from bench.measures import RunMeasure
@@ -141,6 +144,10 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     simulate(testbed.catalogue, bench.budget, bench.factory, "memspec", traces[0], cost, bench.runtime_config(),
              keep_reports=reports)
     timeline = session_timeline("memspec", wl.sessions[0], reports)
+    # Drift: the simulated rounds cost exactly the model's compute time (no context slope here).
+    assert compute_drift(cost, [reports]) == pytest.approx(1.0)
+    assert compute_drift(cost.compute_scaled(0.5), [reports]) == pytest.approx(2.0)
+    assert cost.compute_scaled(0.5).load_s == cost.load_s, "loads are paced storage time, not compute"
     headline = Headline(real={**sims, TARGET_ONLY: [model_target_only(tr, cost) for tr in traces], **hf},
                         simulated=sims, timelines={"memspec": timeline}, hf_draft=hf_draft)
     experiments = {"ablation": ablation(bench, headline), **run_sweeps(bench),

@@ -195,7 +195,8 @@ def test_memspec_runs_target_only_when_measured_times_say_so_and_probes() -> Non
     assert policy.choose(stage.view()) == Decision(None)
     for _ in range(policy.probe_every):
         policy.observe(_feedback(stage, None, proposed=0), stage.view())
-    assert policy.choose(stage.view()) == Decision(GENERAL), "a probe round after a draftless stretch"
+    probe = policy.choose(stage.view())
+    assert probe.draft == GENERAL and not probe.wait, "a probe round after a draftless stretch"
 
 
 def test_memspec_skips_drafts_that_failed_to_load() -> None:

@@ -105,6 +105,8 @@ class Decision:
 
     draft: str | None
     wait: bool = False
+    k: int | None = None
+    """Tokens to propose this round, at most the runtime's k (None: the runtime's k)."""
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,11 @@ in memory):
 * the working-set manager keeps the drafts with the highest forecast resident - prefetching the
   missing ones in the background, evicting the least needed, abandoning loads that are no
   longer wanted - within the budget;
-* every round runs the best draft that is resident *now* (or none, when measured step times say
-  a target-only round beats every resident draft at its forecast acceptance). It never waits for
-  a load: a better draft is swapped in the round after its load completes.
+* every round runs the best draft that is resident *now*, proposing as many tokens as its
+  forecast acceptance and the measured step times make fastest (dynamic speculation length,
+  :mod:`..speculation_length`), or none, when a target-only round beats every resident draft
+  even at its best length. It never waits for a load: a better draft is swapped in the round
+  after its load completes.
 * a draftless stretch is interrupted by a *probe* round every ``probe_every`` (16) rounds: a
   round without a draft observes nothing about the drafts, so without probes one unlucky round
   could leave a good draft unused for the rest of a turn. Probes are insurance, not free (each
@@ -25,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..predictor import DraftPredictor
+from ..speculation_length import best_length, per_token_acceptance
 from .base import (
     Decision,
     Policy,
@@ -57,9 +60,10 @@ class _ManagedPolicy(Policy):
 
     def __init__(self, *, keep_bonus: float = 0.05, switch_margin: float = 0.03, prior_tokens: float = 8.0,
                  evidence_rounds: int = 8, min_utility: float = 0.02, cost_aware: bool = True,
-                 target_margin: float = 0.1, probe_every: int = 16) -> None:
+                 target_margin: float = 0.1, probe_every: int = 16, dynamic_k: bool = True) -> None:
         super().__init__()
         self.cost_aware = cost_aware
+        self.dynamic_k = dynamic_k
         self.probe_every = probe_every
         self._draftless_streak = 0
         self.prior_tokens = prior_tokens
@@ -97,14 +101,20 @@ class _ManagedPolicy(Policy):
         if best is None or not self.cost_aware:
             return Decision(best)
         # The best resident draft may still be worse than none (an off-domain draft while the
-        # right one loads): compare expected engine tokens/s from measured step times.
+        # right one loads): compare expected engine tokens/s from measured step times, at the
+        # proposal length that suits its forecast (dynamic speculation length).
         acc = view.acceptance
+        k = None
         with_draft = acc.expected_tokens_per_s(best, score.get(best, 0.0), view.k)
+        step = acc.step_s.get(best)
+        if self.dynamic_k and step is not None and acc.verify_s is not None:
+            choice = best_length(per_token_acceptance(score.get(best, 0.0), view.k), step, acc.verify_s, view.k)
+            k, with_draft = choice.k, choice.tokens_per_s
         alone = acc.expected_tokens_per_s(None, 0.0, view.k)
         slower = with_draft is not None and alone is not None and alone > with_draft * (1.0 + self.target_margin)
         if slower and self._draftless_streak < self.probe_every:
             return Decision(None)
-        return Decision(best)
+        return Decision(best, k=k)
 
     def _observe(self, feedback: RoundFeedback, view: PolicyView) -> None:
         self._draftless_streak = self._draftless_streak + 1 if feedback.draft is None else 0
