@@ -234,6 +234,10 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
                     "## Experiments 3-6", "## Simulator vs real", "## Workload and the predictor split"):
         assert heading in report
     assert "python -m bench --quick" in report
+    assert loaded["config"]["catalogue"] == {  # which models were measured: the zoo by default
+        "path": "models/zoo/catalogue.yaml", "bundled": True, "prompts": "models/heldout/prompts.jsonl",
+        "home_domain": "robot", "domains": {n: testbed.catalogue.get(n).domain for n in names}}
+    assert "Catalogue measured: `models/zoo/catalogue.yaml`" in report and "make bench-quick   #" in report
     files = {p.name for p in draw_all(loaded, tmp_path)}
     assert {"headline.png", "metrics.png", "timeline.png", "sweep_budget.png", "sweep_ratio.png",
             "sweep_check_interval.png", "sweep_length.png"} <= files
