@@ -9,12 +9,15 @@ points), sized to finish within 3 minutes on 2 cores; the full preset within 15.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from memspec_ros import knobs
 
-REPO = Path(__file__).resolve().parent.parent
+from .inputs import BUNDLED_CATALOGUE, REPO, default_prompts, display_path, is_bundled
+
+__all__ = ["REPO", "BenchConfig"]
 
 
 @dataclass(frozen=True)
@@ -22,12 +25,16 @@ class BenchConfig:
     """Knobs of a run (defaults are the full preset)."""
 
     mode: str = "full"
-    zoo: Path = REPO / "models" / "zoo"
-    prompts: Path = REPO / "models" / "heldout" / "prompts.jsonl"
+    catalogue: Path = BUNDLED_CATALOGUE
+    """The model set to measure: a catalogue file or its folder (``--catalogue``; docs/catalogue.md)."""
+    prompts: Path | None = None
+    """Evaluation prompts (``--prompts``); ``None``: :func:`bench.inputs.default_prompts` of the catalogue."""
+    home_domain: str | None = None
+    """The domain every session opens with (``--home-domain``); ``None``: see :mod:`bench.workloads`."""
     out: Path | None = None
     """Results folder; ``None``: ``results/bench-<mode>-<timestamp>``."""
     cache: Path = REPO / "results" / "cache"
-    """Where exact traces are kept between runs (keyed by zoo weights and workload)."""
+    """Where exact traces are kept between runs (keyed by the models' weights and the workload)."""
 
     # workload
     sessions: int = 6
@@ -58,7 +65,7 @@ class BenchConfig:
     lengths: tuple[int, ...] = (1, 2, 4, 6, 8)
     """Generation length sweep: the first n turns of every session (more tokens, more shifts)."""
     catalogue_sizes: tuple[int, ...] = (6, 24, 96)
-    """Scaling experiment: drafts in the catalogue (the zoo's plus relabelled, perturbed copies)."""
+    """Scaling experiment: drafts in the catalogue (the catalogue's plus relabelled, perturbed copies)."""
 
     policies: tuple[str, ...] = field(default=())
     """Policies to run; empty = every policy of the runtime."""
@@ -83,6 +90,16 @@ class BenchConfig:
         base.update(overrides)
         return cls(**base)  # type: ignore[arg-type]
 
+    @property
+    def prompts_file(self) -> Path:
+        """The prompts file this run evaluates on (explicit, or the catalogue's default)."""
+        return self.prompts if self.prompts is not None else default_prompts(self.catalogue)
+
+    @property
+    def bundled(self) -> bool:
+        """Whether the run measures the bundled zoo."""
+        return is_bundled(self.catalogue)
+
     def replace(self, **changes: object) -> BenchConfig:
         """A copy with some knobs changed."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -103,18 +120,32 @@ class BenchConfig:
             parts.append("--policies " + ",".join(self.policies))
         if self.carry_context:
             parts.append("--carry-context")
-        return " ".join(parts)
+        return " ".join([*parts, *self._model_flags()])
+
+    def _model_flags(self) -> list[str]:
+        """``--catalogue``, ``--prompts`` and ``--home-domain`` where they differ from the defaults."""
+        flags = [] if self.bundled else [f"--catalogue {shlex.quote(display_path(self.catalogue))}"]
+        if self.prompts is not None and self.prompts.resolve() != default_prompts(self.catalogue).resolve():
+            flags.append(f"--prompts {shlex.quote(display_path(self.prompts))}")
+        if self.home_domain:
+            flags.append(f"--home-domain {shlex.quote(self.home_domain)}")
+        return flags
+
+    @property
+    def make_command(self) -> str:
+        """The ``make`` line of this preset and model set (other knobs: :attr:`command`)."""
+        target = "make bench-quick" if self.mode == "quick" else "make bench"
+        return target if self.bundled else f"{target} CATALOGUE={shlex.quote(display_path(self.catalogue))}"
 
     def as_dict(self) -> dict[str, object]:
         """JSON-friendly view (paths relative to the repository when inside it)."""
         out: dict[str, object] = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
+            if f.name == "prompts":
+                v = self.prompts_file
             if isinstance(v, Path):
-                try:
-                    v = str(v.resolve().relative_to(REPO))
-                except ValueError:
-                    v = str(v)
+                v = display_path(v)
             elif isinstance(v, tuple):
                 v = list(v)
             out[f.name] = v

@@ -3,7 +3,8 @@
 Top level::
 
     {"schema": "memspec-bench/1",
-     "config": {...},                    # everything needed to interpret and reproduce the numbers
+     "config": {...},                    # everything needed to interpret and reproduce the numbers,
+                                         # "catalogue": which model set and prompts were measured
      "policies": {"<name>": {...}},      # experiment 1, real runs: every runtime policy,
                                          # "target-only", "hf-assisted", "hf-assisted-heuristic"
      "simulator_validation": {"<name>": {"real_tokens_per_s", "sim_tokens_per_s", "error", ...}},
@@ -31,6 +32,7 @@ from memspec_ros.runtime import POLICY_NAMES, Budget
 
 from .config import REPO
 from .hf_assisted import reencoding
+from .inputs import display_path
 from .targets import RunFacts, check_targets
 
 if TYPE_CHECKING:
@@ -46,7 +48,7 @@ POLICY_FIELDS = ("tokens_per_s", "acceptance_rate", "stall_s", "mean_accepted_le
 """Fields every ``policies`` entry carries (more may follow; these never go away)."""
 VALIDATION_FIELDS = ("real_tokens_per_s", "sim_tokens_per_s")
 TOP_LEVEL = ("schema", "config", "policies", "simulator_validation", "targets", "experiments", "timelines")
-CONFIG_FIELDS = ("models", "k", "budget_drafts", "check_interval", "emulated_bandwidth_bytes_per_s",
+CONFIG_FIELDS = ("catalogue", "models", "k", "budget_drafts", "check_interval", "emulated_bandwidth_bytes_per_s",
                  "requested_load_round_ratio", "measured_load_round_ratio", "threads", "commands")
 SWEEPS = ("check_interval", "generation_length", "budget", "load_round_ratio")
 
@@ -92,9 +94,12 @@ def environment() -> dict[str, object]:
             "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "platform": platform.platform()}
 
 
-def _repo_relative(path: Path) -> str:
-    path = path.resolve()
-    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+def catalogue_entry(bench: Bench) -> dict[str, object]:
+    """Which model set and which prompts this run measured (``config.catalogue``)."""
+    cfg = bench.cfg
+    return {"path": display_path(bench.testbed.catalogue_file), "bundled": cfg.bundled,
+            "prompts": display_path(cfg.prompts_file), "home_domain": bench.workload.home_domain,
+            "domains": {s.name: s.domain for s in bench.testbed.catalogue}}
 
 
 def _all_resident_draftless(experiments: Mapping[str, Any]) -> float | None:
@@ -127,8 +132,9 @@ def assemble_results(bench: Bench, headline: Headline, experiments: Mapping[str,
                   if n in bench.policies and s.load_round_ratio is not None]
     config: dict[str, object] = {
         "mode": cfg.mode, "created": created,
-        "commands": {"make": "make bench-quick" if cfg.mode == "quick" else "make bench", "python": cfg.command},
-        "models": {"target": {"path": _repo_relative(bench.testbed.target_path),
+        "commands": {"make": cfg.make_command, "python": cfg.command},
+        "catalogue": catalogue_entry(bench),
+        "models": {"target": {"path": display_path(bench.testbed.target_path),
                               "bytes": bench.testbed.target_nbytes()},
                    "drafts": {s.name: {"domain": s.domain, "bytes": s.size_bytes} for s in catalogue}},
         "k": cfg.k, "budget_drafts": cfg.budget_drafts,
@@ -144,8 +150,8 @@ def assemble_results(bench: Bench, headline: Headline, experiments: Mapping[str,
                         "chosen_by": "highest modelled tokens/s over the sessions' exact traces (hindsight)"},
         "policies_run": list(bench.policies), "best_adaptive_baseline": best,
         "workload": bench.workload.describe(),
-        "split": {"method": "zoo split by document (95/5, fixed seed), then held-out prompts whose exact text is a "
-                            "predictor-training prompt are dropped",
+        "split": {"method": "corpora split by document (95/5, fixed seed), then held-out prompts whose exact text "
+                            "is a predictor-training prompt are dropped",
                   "source": training.source.replace(str(REPO) + "/", ""), "training_prompts": len(training.hashes),
                   "excluded_prompts": bench.workload.excluded_prompts, "predictor": training.predictor_key},
         "environment": {**environment(), "load_average_1min": dict(load_average or {})}, "bench": cfg.as_dict(),

@@ -2,12 +2,14 @@
 
     python -m bench --quick          # ~1.5 minutes on 2 idle cores (make bench-quick)
     python -m bench                  # the full run, ~7 minutes on 2 idle cores (make bench)
+    python -m bench --catalogue ~/my_models   # your own model set (make bench CATALOGUE=~/my_models)
 
-Order of work: load the zoo; build the workload from the evaluation split; record (or reuse)
-the sessions' exact traces; calibrate the emulated storage and the simulator's cost model on
-a separate calibration session; experiment 1 (real runs of every configuration, interleaved)
-and its simulation; experiment 2 from the same runs; the four simulated sweeps; then the
-results document, figures and report. Progress goes to stderr; the last line on stdout is the
+Order of work: load the catalogue's models (default: the bundled zoo); build the workload from
+its evaluation prompts minus the predictor's training prompts; record (or reuse) the sessions'
+exact traces; calibrate the emulated storage and the simulator's cost model on a separate
+calibration session; experiment 1 (real runs of every configuration, interleaved) and its
+simulation; experiment 2 from the same runs; the four simulated sweeps; then the results
+document, figures and report. Progress goes to stderr; the last line on stdout is the
 path of the results JSON.
 """
 
@@ -30,6 +32,15 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="the short preset (make bench-quick)")
     ap.add_argument("--out", type=Path, help="results folder (default results/bench-<mode>-<timestamp>)")
+    ap.add_argument("--catalogue", type=Path,
+                    help="catalogue file (or its folder) to measure: target, drafts, predictor (default: the "
+                         "bundled zoo, models/zoo/catalogue.yaml)")
+    ap.add_argument("--prompts", type=Path,
+                    help="held-out evaluation prompts, {\"domain\", \"prompt\"} JSON lines (default: "
+                         "<catalogue folder>/heldout/prompts.jsonl if it exists, else models/heldout/prompts.jsonl)")
+    ap.add_argument("--home-domain",
+                    help="the domain every session opens with (default: robot if the prompts have it, else "
+                         "the prompts file's first domain)")
     ap.add_argument("--sessions", type=int)
     ap.add_argument("--turns", type=int)
     ap.add_argument("--max-new-tokens", type=int)
@@ -61,6 +72,7 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
 
     from .calibration import calibrate
     from .experiments import Bench, ablation, oracle_granularity, run_headline, run_sweeps
+    from .inputs import display_path, domain_mismatch
     from .plots import draw_all
     from .policy_factory import PolicyFactory
     from .report import write_report
@@ -80,11 +92,24 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
     progress.log(f"{cfg.mode} run -> {out_dir}; {cfg.command}")
 
     load = {"start": os.getloadavg()[0]}  # other work on the machine disturbs every timing
-    testbed = load_testbed(cfg.zoo, cfg.threads)
+    testbed = load_testbed(cfg.catalogue, cfg.threads)
+    if not cfg.prompts_file.is_file():
+        raise SystemExit(f"prompts file {cfg.prompts_file} does not exist: pass --prompts with held-out prompts "
+                         "of the catalogue's domains")
+    prompts = load_prompts(cfg.prompts_file)
+    mismatch = domain_mismatch(prompts, testbed.catalogue.domains)
+    if mismatch:
+        raise SystemExit(f"{display_path(cfg.prompts_file)}: {mismatch}")
+    progress.log(f"catalogue {display_path(testbed.catalogue_file)}: {len(testbed.catalogue)} drafts "
+                 f"({', '.join(testbed.catalogue.domains)}); prompts {display_path(cfg.prompts_file)}")
     training = load_training_prompts(testbed.predictor_path)
-    workload = build_workload(load_prompts(cfg.prompts), exclude=training, sessions=cfg.sessions, turns=cfg.turns,
-                              max_new_tokens=cfg.max_new_tokens, shift_rates=cfg.shift_rates,
-                              calibration_turns=cfg.calibration_turns, seed=cfg.seed, carry_context=cfg.carry_context)
+    try:
+        workload = build_workload(prompts, exclude=training, sessions=cfg.sessions, turns=cfg.turns,
+                                  max_new_tokens=cfg.max_new_tokens, shift_rates=cfg.shift_rates,
+                                  calibration_turns=cfg.calibration_turns, seed=cfg.seed,
+                                  carry_context=cfg.carry_context, home=cfg.home_domain)
+    except ValueError as exc:  # too few prompts for these sizes, an unknown home domain: the user's to fix
+        raise SystemExit(f"cannot build the workload from {display_path(cfg.prompts_file)}: {exc}") from None
     progress.log(f"workload: {len(workload.sessions)} sessions, {workload.excluded_prompts} prompt(s) excluded "
                  f"as predictor-training text ({training.source})")
     with progress.phase("traces (exact greedy runs)", len(workload.sessions)) as step:
@@ -122,7 +147,7 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
     for t in targets:
         progress.log(f"target vs {t['target']}: {t['ratio'] or 0:.2f}x (required {t['required']:.2f}x) "
                      f"{'holds' if t['holds'] else 'MISSED'}")
-    progress.log(f"report: {out_dir / 'report.md'}")
+    progress.log(f"measured {display_path(testbed.catalogue_file)}; report: {out_dir / 'report.md'}")
     return path
 
 

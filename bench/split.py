@@ -2,26 +2,36 @@
 
 How the split is made, in two layers:
 
-1. **By document** (the zoo's split): every domain's corpus is split 95/5 into training and
-   held-out *documents* with a fixed seed (``training/corpora/split.py``). The evaluation
-   prompts, ``models/heldout/prompts.jsonl``, are cut from held-out documents only; the
-   predictor's training prompts are cut, by the same procedure, from training documents only
-   (``scripts/train_predictor.py``).
+1. **By document**: every domain's corpus is split 95/5 into training and held-out
+   *documents* with a fixed seed (the zoo: ``training/corpora/split.py``; a user's catalogue:
+   ``memspec_build drafts``). The evaluation prompts (``models/heldout/prompts.jsonl``, or
+   ``heldout/prompts.jsonl`` beside a built catalogue) are cut from held-out documents only;
+   the predictor's training prompts are cut, by the same procedure, from training documents
+   only (``scripts/train_predictor.py``, ``memspec_build predictor``).
 2. **By text** (this module): a document split does not stop two different documents from
    containing the same short text - the robot corpus is generated from a grammar, and Debian
    copyright files share boilerplate lines - so a held-out prompt can be *textually identical*
    to a prompt the predictor was trained on (there are two such prompts in the shipped zoo).
    The benchmark drops every held-out prompt whose text equals a predictor-training prompt.
 
-The predictor's training prompts are recovered from its recorded training traces
-(``.cache/predictor_traces``, named by the zoo fingerprint and seed in the predictor's metadata,
-written by the training script), or, without that cache, from
-``bench/predictor_training_prompts.json``, the committed SHA-1 list of the same prompts, valid
-for the predictor it names by file hash (so that a fresh checkout builds the same workload;
-retraining the predictor makes it stale, which ``test/bench/test_bench_smoke.py`` reports).
+The predictor's training prompts are recovered, in this order, from:
+
+* its recorded training traces (``.cache/predictor_traces``, named by the zoo fingerprint and
+  seed in the predictor's metadata, written by the zoo's training script);
+* ``bench/predictor_training_prompts.json``, the committed SHA-1 list of the bundled
+  predictor's prompts, valid for the predictor it names by file hash (so that a fresh checkout
+  builds the same workload; retraining the predictor makes it stale, which
+  ``test/bench/test_bench_smoke.py`` reports). ``python -m bench.split --write`` regenerates it
+  from the caches;
+* the predictor's **training report** beside it, whose ``train_prompt_sha1`` lists the same
+  hashes: ``reports/predictor.json`` in the predictor's folder (``memspec_build predictor``
+  writes it, with the predictor file's SHA-1, which must match) or ``<predictor>.json`` (the
+  zoo's ``models/zoo/predictor.json``). A report whose ``file_bytes`` or ``predictor_sha1``
+  does not match the predictor belongs to another training run and is not used.
+
 Rebuilding the prompts from the corpora is deliberately not attempted: any drift in the
-prompt-cutting code would silently give a different list.
-``python -m bench.split --write`` regenerates that file from the caches.
+prompt-cutting code would silently give a different list. Without any of these sources only
+the document-level split protects the evaluation, and the results say so.
 """
 
 from __future__ import annotations
@@ -71,6 +81,8 @@ def predictor_key(predictor_path: Path) -> dict[str, object]:
     meta = predictor_meta(predictor_path)
     key = {k: meta.get(k) for k in ("zoo_fingerprint", "seed", "sessions", "validation_sessions", "turns",
                                      "max_new_tokens")}
+    if "models" in meta:  # memspec_build's name for the models' fingerprint (the zoo's is zoo_fingerprint)
+        key["models"] = meta["models"]
     key["predictor_sha1"] = hashlib.sha1(Path(predictor_path).read_bytes()).hexdigest()
     return key
 
@@ -98,6 +110,30 @@ def _from_committed(key: dict[str, object], path: Path) -> set[str] | None:
     return set(data["sha1"])
 
 
+def training_reports(predictor_path: Path) -> list[Path]:
+    """Where a predictor's training report may lie: memspec_build's, then the zoo's."""
+    predictor_path = Path(predictor_path)
+    return [predictor_path.parent / "reports" / "predictor.json", predictor_path.with_suffix(".json")]
+
+
+def _from_training_report(key: dict[str, object], predictor_path: Path) -> tuple[set[str], Path] | None:
+    """The ``train_prompt_sha1`` of the first report that belongs to this predictor file."""
+    size = Path(predictor_path).stat().st_size
+    for path in training_reports(predictor_path):
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(report, dict) or not isinstance(report.get("train_prompt_sha1"), list):
+            continue
+        if report.get("file_bytes") != size:
+            continue  # written for another predictor file
+        if "predictor_sha1" in report and report["predictor_sha1"] != key["predictor_sha1"]:
+            continue
+        return set(report["train_prompt_sha1"]), path
+    return None
+
+
 def load_training_prompts(predictor_path: Path, *, cache: Path = TRACE_CACHE,
                           committed: Path = COMMITTED) -> TrainingPrompts:
     """Recover the predictor's training prompts (see the module docstring for the order)."""
@@ -109,6 +145,9 @@ def load_training_prompts(predictor_path: Path, *, cache: Path = TRACE_CACHE,
     hashes = _from_committed(key, committed)
     if hashes is not None:
         return TrainingPrompts(frozenset(hashes), f"committed list {committed.name}", key)
+    reported = _from_training_report(key, predictor_path)
+    if reported is not None:
+        return TrainingPrompts(frozenset(reported[0]), f"predictor training report {reported[1]}", key)
     return TrainingPrompts(frozenset(), "unavailable (document-level split only)", key)
 
 

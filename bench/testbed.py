@@ -16,6 +16,7 @@ from memspec_ros.core.engine import SpeculativeEngine
 from memspec_ros.core.model_loading import configure_threads, load_causal_lm, load_tokenizer
 from memspec_ros.core.proposer import DraftProposer
 from memspec_ros.runtime import Catalogue, load_catalogue_file, make_materializer, zoo_fingerprint
+from memspec_ros.runtime.catalogue_file import CatalogueFileError
 from memspec_ros.runtime.loader import Materializer
 from memspec_ros.runtime.traces import Turn
 
@@ -24,7 +25,8 @@ from memspec_ros.runtime.traces import Turn
 class Testbed:
     """Target engine, draft catalogue and reference copies of the drafts."""
 
-    zoo: Path
+    catalogue_file: Path
+    """The catalogue file the models were read from (what the results name as measured)."""
     target_path: Path
     engine: SpeculativeEngine
     catalogue: Catalogue
@@ -50,10 +52,13 @@ class Testbed:
         return sum(p.stat().st_size for p in self.target_path.glob("*.safetensors"))
 
 
-def load_testbed(zoo: Path, threads: int) -> Testbed:
-    """Load the zoo's target and drafts, with ``threads`` torch threads for decoding."""
+def load_testbed(catalogue: Path, threads: int) -> Testbed:
+    """Load a catalogue's target and drafts (a file or its folder), with ``threads`` torch threads for decoding."""
     configure_threads(threads)
-    models = load_catalogue_file(zoo)
+    try:
+        models = load_catalogue_file(catalogue)
+    except CatalogueFileError as exc:  # a user's path or file: say what to fix, no traceback
+        raise SystemExit(str(exc)) from None
     if models.predictor is None:
         raise SystemExit(f"{models.source} names no predictor; the benchmark runs the memspec policies, which need one")
     catalogue = Catalogue.from_file(models)
@@ -62,6 +67,6 @@ def load_testbed(zoo: Path, threads: int) -> Testbed:
     materialize = make_materializer(catalogue)
     proposers = {s.name: materialize(s, [p.read_bytes() for p in s.weight_files]) for s in catalogue}
     fingerprint = zoo_fingerprint([models.target, *(s.path for s in catalogue)])
-    return Testbed(zoo=zoo, target_path=models.target, engine=engine, catalogue=catalogue, proposers=proposers,
-                   materialize=materialize, predictor_path=models.predictor, fingerprint=fingerprint,
-                   threads=threads)
+    return Testbed(catalogue_file=models.source, target_path=models.target, engine=engine, catalogue=catalogue,
+                   proposers=proposers, materialize=materialize, predictor_path=models.predictor,
+                   fingerprint=fingerprint, threads=threads)

@@ -1,11 +1,12 @@
 """The evaluation workload: multi-turn robot dialogues that drift between domains.
 
 A session is what one robot's generation node serves over a stretch of time: it starts with a
-robot command, then the topic moves - a bit of code, a calculation, a licence question, a
-quotation, back to commands - in segments of ``shift_every`` turns. Sessions cycle through
-several shift rates (a topic shift every turn, every second turn, ...), because how often the
-topic moves is what decides whether keeping the right drafts resident pays off. Every turn asks
-for a long generation.
+robot command (the *home* domain; for a catalogue without a robot domain, the first domain of
+its prompts file, see :func:`home_domain`), then the topic moves - a bit of code, a
+calculation, a licence question, a quotation, back to commands - in segments of
+``shift_every`` turns. Sessions cycle through several shift rates (a topic shift every turn,
+every second turn, ...), because how often the topic moves is what decides whether keeping
+the right drafts resident pays off. Every turn asks for a long generation.
 
 Each topic segment is one multi-turn *conversation* (the target keeps its context from turn to
 turn); a topic shift starts a new conversation, while the runtime - drafts in memory, policy,
@@ -33,6 +34,26 @@ from memspec_ros.runtime.traces import Turn
 
 HOME_DOMAIN = "robot"
 """Every session opens with a robot command: it is a robot's dialogue."""
+
+
+def home_domain(prompts: Mapping[str, Sequence[str]], pools: Mapping[str, Sequence[str]],
+                requested: str | None = None) -> str:
+    """The domain every session opens with.
+
+    ``requested`` (``--home-domain``) if given; else ``robot`` when there are robot prompts (the
+    bundled zoo's workload, unchanged); else the first domain of the prompts file that has
+    usable prompts, so a catalogue without a robot domain opens each session the way its own
+    prompts file lists its domains (``memspec_build`` writes them in the order the corpora were
+    given, so put the robot's main task first).
+    """
+    if requested is not None:
+        if requested not in pools:
+            raise ValueError(f"home domain {requested!r} has no evaluation prompts; the prompts have "
+                             f"{sorted(pools)}")
+        return requested
+    if HOME_DOMAIN in pools:
+        return HOME_DOMAIN
+    return next(d for d in prompts if d in pools)
 
 
 @dataclass(frozen=True)
@@ -89,6 +110,8 @@ class Workload:
     """Held-out prompts dropped because the predictor was trained on the same text."""
     available_prompts: dict[str, int]
     """Evaluation prompts per domain after exclusions and de-duplication."""
+    home_domain: str = HOME_DOMAIN
+    """The domain every session opens with."""
 
     @property
     def prompts(self) -> list[str]:
@@ -102,6 +125,7 @@ class Workload:
                              for s in self.sessions],
                 "carry_context": any(s.carry_context for s in self.sessions),
                 "calibration": {"name": self.calibration.name, "domains": self.calibration.domains},
+                "home_domain": self.home_domain,
                 "excluded_prompts": self.excluded_prompts, "available_prompts": self.available_prompts,
                 "max_new_tokens": sorted({t.max_new_tokens for s in self.sessions for t in s.turns})}
 
@@ -127,15 +151,17 @@ def evaluation_pools(prompts: Mapping[str, Sequence[str]], exclude: Container[st
 
 def build_workload(prompts: Mapping[str, Sequence[str]], *, exclude: Container[str] = (), sessions: int,
                    turns: int, max_new_tokens: int, shift_rates: Sequence[int] = (1, 2, 3),
-                   calibration_turns: int = 3, seed: int = 0, carry_context: bool = False) -> Workload:
+                   calibration_turns: int = 3, seed: int = 0, carry_context: bool = False,
+                   home: str | None = None) -> Workload:
     """Build the evaluation sessions and a calibration session from disjoint prompts.
 
     ``prompts`` maps domain -> held-out prompts; ``exclude`` holds prompt texts that must never
     be used (the predictor's training prompts). Session ``i`` shifts topic every
-    ``shift_rates[i % len(shift_rates)]`` turns; the first segment is the home (robot) domain,
-    each later segment a different domain than the one before, drawn with the seed. Prompts are
-    used without replacement across the whole workload while a domain has unused ones, and
-    never twice in one session. ``carry_context`` keeps one conversation per session.
+    ``shift_rates[i % len(shift_rates)]`` turns; the first segment is the home domain (``home``,
+    or :func:`home_domain`'s choice: robot where there is one), each later segment a different
+    domain than the one before, drawn with the seed. Prompts are used without replacement
+    across the whole workload while a domain has unused ones, and never twice in one session.
+    ``carry_context`` keeps one conversation per session.
     """
     if sessions < 1 or turns < 1:
         raise ValueError("a workload needs at least one session of one turn")
@@ -145,6 +171,7 @@ def build_workload(prompts: Mapping[str, Sequence[str]], *, exclude: Container[s
     domains = sorted(pools)
     if len(domains) < 2:
         raise ValueError("a multi-domain workload needs prompts from at least two domains")
+    home = home_domain(prompts, pools, home)
     rng = random.Random(seed + 1)
     # Calibration prompts first, one per domain in turn, taken off the pools for good.
     calib: list[Turn] = []
@@ -155,7 +182,6 @@ def build_workload(prompts: Mapping[str, Sequence[str]], *, exclude: Container[s
         calib.append(Turn(prompt=pools[d].pop(), max_new_tokens=max_new_tokens, domain=d))
     cursor = dict.fromkeys(domains, 0)
     out: list[ScriptedDialogue] = []
-    home = HOME_DOMAIN if HOME_DOMAIN in pools else domains[0]
     for s in range(sessions):
         shift = shift_rates[s % len(shift_rates)]
         used: set[str] = set()
@@ -177,4 +203,5 @@ def build_workload(prompts: Mapping[str, Sequence[str]], *, exclude: Container[s
             session.append(Turn(prompt=prompt, max_new_tokens=max_new_tokens, domain=current))
         out.append(ScriptedDialogue(f"session-{s}", shift, tuple(session), carry_context))
     return Workload(sessions=tuple(out), calibration=ScriptedDialogue("calibration", 1, tuple(calib), carry_context),
-                    excluded_prompts=n_excluded, available_prompts={d: len(p) for d, p in pools.items()})
+                    excluded_prompts=n_excluded, available_prompts={d: len(p) for d, p in pools.items()},
+                    home_domain=home)

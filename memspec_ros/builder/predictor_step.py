@@ -201,8 +201,10 @@ def _train(layout: OutputLayout, built: BuildInputs, settings: PredictorSettings
     report.update({"training_dialogues": len(train), "validation_dialogues": len(val),
                    "trace_seconds": round(trace_seconds, 1), "fit_seconds": round(time.monotonic() - t1, 2),
                    "file_bytes": layout.predictor.stat().st_size,
+                   # names the predictor file these training prompts belong to (bench/split.py checks it)
+                   "predictor_sha1": hashlib.sha1(layout.predictor.read_bytes()).hexdigest(),
                    # lets an evaluation drop held-out prompts textually identical to a training prompt
-                   # (different documents can share boilerplate lines; bench/split.py does this for the zoo)
+                   # (different documents can share boilerplate lines; `python -m bench` does this)
                    "train_prompt_sha1": sorted({hashlib.sha1(t.prompt.encode()).hexdigest()
                                                 for tr in train for t in tr.turns})})
     layout.reports.mkdir(parents=True, exist_ok=True)

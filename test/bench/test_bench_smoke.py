@@ -2,6 +2,8 @@
 
 * the workload builder is deterministic and never uses a prompt the predictor was trained on;
 * the committed list of predictor-training prompts matches the predictor it names;
+* without ``--catalogue`` a run measures the bundled zoo on ``models/heldout/prompts.jsonl``, and
+  the options that point it at another catalogue reach the configuration and its command line;
 * a tiny simulator-only experiment goes through the same results/report/plot writers as a real
   run and produces every documented key (real runs are what ``make bench`` is for).
 """
@@ -92,6 +94,57 @@ def test_committed_training_prompt_list_matches_predictor() -> None:
         assert set(data["sha1"]) == {prompt_hash(p) for p in cached}
 
 
+def test_default_inputs_are_the_bundled_zoo_and_its_heldout_prompts() -> None:
+    from bench.config import BenchConfig
+    from bench.run import parse_args
+
+    for cfg in (BenchConfig(), BenchConfig.quick(), parse_args([]), parse_args(["--quick"])):
+        assert cfg.bundled and cfg.prompts_file == PROMPTS
+        assert "--catalogue" not in cfg.command and "--prompts" not in cfg.command
+        assert cfg.make_command in ("make bench", "make bench-quick")
+    assert parse_args([]).catalogue == ZOO / "catalogue.yaml"
+    assert parse_args([f"--catalogue={ZOO}"]).bundled  # the folder names the same file
+
+
+def test_catalogue_options_reach_the_configuration(tmp_path: Path) -> None:
+    from bench.run import parse_args
+
+    catalogue = tmp_path / "my_models"
+    (catalogue / "heldout").mkdir(parents=True)
+    (catalogue / "heldout" / "prompts.jsonl").write_text('{"domain": "a", "prompt": "x"}\n')
+    cfg = parse_args(["--quick", "--catalogue", str(catalogue), "--home-domain", "a"])
+    assert not cfg.bundled and cfg.prompts_file == catalogue / "heldout" / "prompts.jsonl"
+    assert f"--catalogue {catalogue}" in cfg.command and "--home-domain a" in cfg.command
+    assert "--prompts" not in cfg.command  # the default beside the catalogue
+    assert cfg.make_command == f"make bench-quick CATALOGUE={catalogue}"
+    other = tmp_path / "other.jsonl"
+    cfg = parse_args(["--catalogue", str(catalogue), "--prompts", str(other)])
+    assert cfg.prompts_file == other and f"--prompts {other}" in cfg.command
+    bare = tmp_path / "bare"  # no prompts of its own: the repository's (domain_mismatch guards the run)
+    bare.mkdir()
+    assert parse_args(["--catalogue", str(bare)]).prompts_file == PROMPTS
+
+
+def test_home_domain_falls_back_to_the_prompts_files_first_domain() -> None:
+    import pytest
+
+    from bench.inputs import domain_mismatch
+    from bench.workloads import build_workload
+
+    prompts = {"warehouse": [f"w{i}" for i in range(6)], "chat": [f"c{i}" for i in range(6)],
+               "arith": [f"a{i}" for i in range(6)]}
+    wl = build_workload(prompts, sessions=3, turns=4, max_new_tokens=8, seed=1)
+    assert wl.home_domain == "warehouse" and all(s.turns[0].domain == "warehouse" for s in wl.sessions)
+    assert wl.describe()["home_domain"] == "warehouse"
+    chosen = build_workload(prompts, sessions=3, turns=4, max_new_tokens=8, seed=1, home="arith")
+    assert all(s.turns[0].domain == "arith" for s in chosen.sessions)
+    with pytest.raises(ValueError, match="no evaluation prompts"):
+        build_workload(prompts, sessions=1, turns=2, max_new_tokens=8, home="robot")
+    assert build_workload(_prompts(), sessions=2, turns=2, max_new_tokens=8).home_domain == "robot"
+    assert domain_mismatch(prompts, ["robot", "general"]) is not None
+    assert domain_mismatch(prompts, ["chat", "general"]) is None
+
+
 def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     """A simulator-only mini experiment through the real assembly, report and plot code."""
     from bench.calibration import Calibration
@@ -116,7 +169,7 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
 
     cfg = BenchConfig.quick(sessions=2, turns=3, max_new_tokens=10, check_intervals=(2, 4), budgets=(1, None),
                             ratios=(1.0, 4.0), lengths=(1, 3), out=tmp_path, cache=tmp_path / "cache")
-    testbed = load_testbed(cfg.zoo, 1)
+    testbed = load_testbed(cfg.catalogue, 1)
     training = load_training_prompts(testbed.predictor_path)
     wl = build_workload(_prompts(), exclude=training, sessions=cfg.sessions, turns=cfg.turns,
                         max_new_tokens=cfg.max_new_tokens, seed=cfg.seed)
@@ -188,6 +241,10 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
                     "## Experiments 3-6", "## Simulator vs real", "## Workload and the predictor split"):
         assert heading in report
     assert "python -m bench --quick" in report
+    assert loaded["config"]["catalogue"] == {  # which models were measured: the zoo by default
+        "path": "models/zoo/catalogue.yaml", "bundled": True, "prompts": "models/heldout/prompts.jsonl",
+        "home_domain": "robot", "domains": {n: testbed.catalogue.get(n).domain for n in names}}
+    assert "Catalogue measured: `models/zoo/catalogue.yaml`" in report and "make bench-quick   #" in report
     files = {p.name for p in draw_all(loaded, tmp_path)}
     assert {"headline.png", "metrics.png", "timeline.png", "sweep_budget.png", "sweep_ratio.png",
             "sweep_check_interval.png", "sweep_length.png"} <= files

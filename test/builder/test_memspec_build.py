@@ -9,50 +9,26 @@ mistake must end with exit code 2 and a message naming the fix; a rerun must ski
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
 import sys
-from collections import namedtuple
 from pathlib import Path
 
 import pytest
 
 from memspec_ros.builder.cli import main
 
-from .user_inputs import write_corpora, write_target
+from .tiny_catalogue import DRAFTS_TINY, PREDICTOR_TINY, Built, build_tiny_catalogue, corpus_args
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = ["--threads", "1"]
-DRAFTS_TINY = [*TINY, "--time-budget-s", "4", "--seq-len", "32", "--batch", "4", "--distill-batch", "4",
-               "--continuation-tokens", "12"]
-
-Built = namedtuple("Built", "out target corpora drafts_log")
-
-
-def _corpus_args(corpora: dict[str, Path]) -> list[str]:
-    return [arg for domain, path in corpora.items() for arg in ("--corpus", f"{domain}={path}")]
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Built:
     """drafts -> predictor -> evaluate, once for the module."""
-    root = tmp_path_factory.mktemp("user")
-    target = write_target(root / "my-qwen")
-    corpora = write_corpora(root / "corpora")
-    out = root / "my_models"
-    log = root / "drafts.log"
-    import contextlib
-    import io
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        assert main(["drafts", "--target", str(target), *_corpus_args(corpora), "--out", str(out),
-                     *DRAFTS_TINY]) == 0
-    log.write_text(buf.getvalue())
-    assert main(["predictor", "--out", str(out), *TINY, "--sessions", "3", "--validation-sessions", "1",
-                 "--turns", "2", "--max-new-tokens", "10", "--time-budget-s", "60"]) == 0
-    assert main(["evaluate", "--out", str(out), *TINY, "--prompts-per-domain", "2", "--max-new-tokens", "12"]) == 0
-    return Built(out, target, corpora, buf.getvalue())
+    return build_tiny_catalogue(tmp_path_factory.mktemp("user"))
 
 
 def test_the_catalogue_passes_the_nodes_checks_and_serves_losslessly(built: Built) -> None:
@@ -103,6 +79,9 @@ def test_layout_heldout_split_and_reports(built: Built) -> None:
     assert "[sizing] target verify of 5 tokens" in built.drafts_log and "chosen draft hidden" in built.drafts_log
     predictor = json.loads((out / "reports" / "predictor.json").read_text())
     assert predictor["validation"]["examples"] > 0 and 0.0 <= predictor["validation"]["top1"] <= 1.0
+    # the benchmark keeps these training prompts out of its workload, if the report is this predictor's
+    assert predictor["train_prompt_sha1"]
+    assert predictor["predictor_sha1"] == hashlib.sha1((out / "predictor.safetensors").read_bytes()).hexdigest()
     report = json.loads((out / "reports" / "evaluation.json").read_text())
     assert set(report["matrix"]) == {"draft-robot", "draft-code", "draft-math", "draft-general"}
     assert all(set(row) == {"robot", "code", "math"} for row in report["matrix"].values())
@@ -113,7 +92,7 @@ def test_layout_heldout_split_and_reports(built: Built) -> None:
 
 
 def test_a_second_run_skips_every_finished_step(built: Built, capsys) -> None:
-    assert main(["drafts", "--target", str(built.target), *_corpus_args(built.corpora), "--out", str(built.out),
+    assert main(["drafts", "--target", str(built.target), *corpus_args(built.corpora), "--out", str(built.out),
                  *DRAFTS_TINY]) == 0
     log = capsys.readouterr().out
     assert "] done {" not in log and "[export]" not in log and "[split]" not in log  # nothing trained or written
@@ -121,13 +100,12 @@ def test_a_second_run_skips_every_finished_step(built: Built, capsys) -> None:
                  "draft-math-export"):
         assert f"[{step}] finished before with the same inputs: skipped" in log, step
     assert "predictor" in (built.out / "catalogue.yaml").read_text()  # nothing changed: the predictor stays
-    assert main(["predictor", "--out", str(built.out), *TINY, "--sessions", "3", "--validation-sessions", "1",
-                 "--turns", "2", "--max-new-tokens", "10", "--time-budget-s", "60"]) == 0
+    assert main(["predictor", "--out", str(built.out), *PREDICTOR_TINY]) == 0
     assert "[predictor] finished before with the same inputs: skipped" in capsys.readouterr().out
 
 
-def _drafts_error(tmp_path: Path, target: Path, corpus_args: list[str], capsys) -> str:
-    code = main(["drafts", "--target", str(target), *corpus_args, "--out", str(tmp_path / "out"), *DRAFTS_TINY])
+def _drafts_error(tmp_path: Path, target: Path, corpora_args: list[str], capsys) -> str:
+    code = main(["drafts", "--target", str(target), *corpora_args, "--out", str(tmp_path / "out"), *DRAFTS_TINY])
     err = capsys.readouterr().err
     assert code == 2, err
     assert err.startswith("memspec_build drafts: error: ") and err.count("\n") == 1, err
@@ -157,7 +135,7 @@ def test_unusable_corpora_are_refused_with_the_fix(built: Built, tmp_path: Path,
 
 
 def test_unservable_targets_are_refused_with_the_fix(built: Built, tmp_path: Path, capsys) -> None:
-    corpus = _corpus_args(built.corpora)
+    corpus = corpus_args(built.corpora)
 
     def variant(name: str, edit) -> Path:
         folder = tmp_path / name
@@ -189,7 +167,7 @@ def test_too_little_disk_space_is_refused_before_writing(built: Built, tmp_path:
     real = shutil_module.disk_usage
     monkeypatch.setattr("memspec_ros.builder.disk_space.shutil.disk_usage",
                         lambda path: real(path)._replace(free=10 << 20))
-    err = _drafts_error(tmp_path, built.target, _corpus_args(built.corpora), capsys)
+    err = _drafts_error(tmp_path, built.target, corpus_args(built.corpora), capsys)
     assert "not enough disk space" in err and "MB free" in err
     assert not (tmp_path / "out").exists()  # refused before anything was written
 

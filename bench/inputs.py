@@ -1,0 +1,64 @@
+"""What a run measures: the catalogue (target, drafts, predictor) and the evaluation prompts.
+
+The benchmark is for a user's own model set on their own device as much as for the bundled
+zoo, so both come from options (``--catalogue``, ``--prompts``) rather than from fixed paths:
+
+* the **catalogue** is the file the node serves (``docs/catalogue.md``), or a folder holding
+  ``catalogue.yaml``; default: the bundled zoo, ``models/zoo/catalogue.yaml``;
+* the **prompts** are ``{"domain", "prompt"}`` rows cut from held-out documents. Default:
+  ``<catalogue folder>/heldout/prompts.jsonl`` when it exists (``memspec_build drafts`` writes
+  it, from text no draft or predictor was trained on), else the repository's
+  ``models/heldout/prompts.jsonl`` (the bundled zoo's held-out prompts, which its folder does
+  not hold). A user catalogue without a prompts file of its own would then be measured on the
+  zoo's domains, which :func:`domain_mismatch` reports before minutes of work are spent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from memspec_ros.runtime.catalogue_file import catalogue_path
+
+REPO = Path(__file__).resolve().parent.parent
+BUNDLED_CATALOGUE = REPO / "models" / "zoo" / "catalogue.yaml"
+BUNDLED_PROMPTS = REPO / "models" / "heldout" / "prompts.jsonl"
+HELDOUT_PROMPTS = Path("heldout") / "prompts.jsonl"
+"""Where ``memspec_build`` puts the evaluation prompts, relative to the catalogue's folder."""
+
+
+def catalogue_file(path: Path | str) -> Path:
+    """The catalogue file ``path`` names (the file itself or ``catalogue.yaml`` in a folder), resolved."""
+    return catalogue_path(path).resolve()
+
+
+def is_bundled(catalogue: Path | str) -> bool:
+    """Whether ``catalogue`` is the bundled zoo (its defaults differ: prompts, training-prompt list)."""
+    return catalogue_file(catalogue) == BUNDLED_CATALOGUE.resolve()
+
+
+def default_prompts(catalogue: Path | str) -> Path:
+    """The prompts file a run on ``catalogue`` uses unless ``--prompts`` names one (module docstring)."""
+    beside = catalogue_file(catalogue).parent / HELDOUT_PROMPTS
+    return beside if beside.is_file() else BUNDLED_PROMPTS
+
+
+def display_path(path: Path | str) -> str:
+    """``path`` relative to the repository when inside it (results stay comparable across checkouts)."""
+    p = Path(path).resolve()
+    return str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(p)
+
+
+def domain_mismatch(prompt_domains: Iterable[str], draft_domains: Iterable[str]) -> str | None:
+    """Why the prompts cannot evaluate these drafts (no prompt domain has a draft), or None.
+
+    Prompt domains without a draft of their own are allowed (the general draft or another one
+    may still serve them), but with none in common the run would measure drafts on text they
+    were never specialised for: almost certainly the wrong prompts file.
+    """
+    prompts, drafts = set(prompt_domains), set(draft_domains)
+    if prompts & drafts:
+        return None
+    return (f"none of the prompts' domains {sorted(prompts)} is a draft domain of the catalogue "
+            f"{sorted(drafts)}: pass --prompts with held-out prompts of the catalogue's domains "
+            f"({{\"domain\", \"prompt\"}} rows; memspec_build writes <catalogue folder>/{HELDOUT_PROMPTS})")
