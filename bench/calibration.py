@@ -21,6 +21,7 @@ reported beside the requested one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import time
@@ -40,6 +41,7 @@ from memspec_ros.runtime import (
     measure_cost_model,
 )
 
+from .drift import Drift
 from .policy_factory import PolicyFactory
 from .real_runs import serve_session
 from .testbed import Testbed
@@ -58,8 +60,8 @@ class Calibration:
     unthrottled_load_s: dict[str, float]
     requested_ratio: float
     seconds: float
-    drift: float | None = None
-    """Compute-time factor measured on the headline's real rounds, applied to ``cost`` after it
+    drift: Drift | None = None
+    """Compute-time factors measured on the headline's real rounds, applied to ``cost`` after it
     (:mod:`bench.drift`); None until the headline has run."""
 
     @property
@@ -82,7 +84,8 @@ class Calibration:
         return {"round_s": self.round_s, "requested_ratio": self.requested_ratio,
                 "modelled_ratio": self.modelled_ratio, "mean_load_s": self.mean_load_s,
                 "bandwidth_bytes_per_s": self.storage.bandwidth_bytes_per_s,
-                "unthrottled_load_s": self.unthrottled_load_s, "seconds": self.seconds, "drift": self.drift,
+                "unthrottled_load_s": self.unthrottled_load_s, "seconds": self.seconds,
+                "drift": dataclasses.asdict(self.drift) if self.drift else None,
                 "cost_model": json.loads(self.cost.to_json())}
 
 

@@ -15,19 +15,46 @@ same minutes, not the machine's speed at calibration.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 from memspec_ros.runtime import CostModel, GenerationReport
 
 
-def compute_drift(cost: CostModel, runs: Iterable[Sequence[GenerationReport]]) -> float | None:
-    """Measured over modelled draft-plus-verify seconds of the same rounds (None: no rounds)."""
-    real = modelled = 0.0
+@dataclass(frozen=True)
+class Drift:
+    """Measured over modelled seconds of the same rounds: verification, each draft's proposals, all."""
+
+    verify: float
+    drafts: dict[str, float] = field(default_factory=dict)
+    overall: float = 1.0
+
+    def apply(self, cost: CostModel) -> CostModel:
+        """``cost`` with the target's compute (and overheads) scaled by ``verify``, each draft's by its own factor."""
+        return cost.compute_scaled(self.verify, self.drafts)
+
+
+def compute_drift(cost: CostModel, runs: Iterable[Sequence[GenerationReport]]) -> Drift | None:
+    """Per component, measured over modelled seconds of the same rounds (None: no rounds).
+
+    Components are kept apart because they drift apart: a draft's steps are a few small
+    operators, a verification a few large ones, and other work on the machine slows them
+    differently.
+    """
+    real_verify = model_verify = 0.0
+    real_draft: dict[str, float] = defaultdict(float)
+    model_draft: dict[str, float] = defaultdict(float)
     for reports in runs:
         for report in reports:
             for ev in report.timeline:
-                real += ev.draft_s + ev.verify_s
+                real_verify += ev.verify_s
+                model_verify += cost.verify(ev.proposed)
                 if ev.draft is not None and ev.proposed > 0:
-                    modelled += cost.propose_s(ev.draft, ev.proposed, ev.catchup_tokens + 1)
-                modelled += cost.verify(ev.proposed)
-    return real / modelled if modelled > 0 else None
+                    real_draft[ev.draft] += ev.draft_s
+                    model_draft[ev.draft] += cost.propose_s(ev.draft, ev.proposed, ev.catchup_tokens + 1)
+    if model_verify <= 0:
+        return None
+    drafts = {d: real_draft[d] / model_draft[d] for d in model_draft if model_draft[d] > 0}
+    overall = (real_verify + sum(real_draft.values())) / (model_verify + sum(model_draft.values()))
+    return Drift(verify=real_verify / model_verify, drafts=drafts, overall=overall)

@@ -122,9 +122,11 @@ def run_headline(bench: Bench) -> Headline:
     drift = compute_drift(bench.calibration.cost, policy_reports)
     if drift is not None:  # every simulation from here on uses the speed the machine had in these runs
         bench.calibration = dataclasses.replace(bench.calibration, drift=drift,
-                                                cost=bench.calibration.cost.compute_scaled(drift))
-        bench.progress.log(f"drift: the real rounds took {drift:.3f}x the calibrated compute time; "
-                           "simulations use the rescaled cost model")
+                                                cost=drift.apply(bench.calibration.cost))
+        bench.progress.log(f"drift: the real rounds took {drift.overall:.3f}x the calibrated compute time "
+                           f"(verification {drift.verify:.3f}x, drafts "
+                           + ", ".join(f"{d} {x:.2f}x" for d, x in drift.drafts.items())
+                           + "); simulations use the rescaled cost model")
     simulated: dict[str, list[RunMeasure]] = {}
     with bench.progress.phase("1 headline (simulated)", len(bench.policies)) as step:
         for name in bench.policies:

@@ -190,11 +190,13 @@ def _simulator_section(r: Results) -> list[str]:
         sim_ratio = sv["memspec"]["sim_tokens_per_s"] / sv[ref]["sim_tokens_per_s"]
         note += f" The headline ratio memspec / {ref} is {real_ratio:.2f}x real and {sim_ratio:.2f}x simulated."
     drift = (r.get("calibration") or {}).get("drift")
-    if drift is not None:
-        note += (f" The cost model was measured before the headline; its real rounds then took {drift:.3f}x the "
-                 "calibrated draft and verification time (pooled over every policy's rounds), so every simulation "
-                 "uses compute times rescaled by that factor (bench/drift.py): what is validated is each "
-                 "policy's behaviour - drafts, rounds, stalls, loads, overheads - at the machine speed of the run.")
+    if drift:
+        drafts = ", ".join(f"{d} {x:.2f}x" for d, x in drift["drafts"].items())
+        note += (f" The cost model was measured before the headline; its real rounds then took {drift['overall']:.3f}x "
+                 f"the calibrated compute time (verification {drift['verify']:.3f}x; drafts {drafts}), so every "
+                 "simulation uses compute times rescaled by those factors (bench/drift.py): what is validated is "
+                 "each policy's behaviour - drafts, rounds, stalls, loads, overheads - at the machine speed of the "
+                 "run.")
     pol = r["policies"]
     background = [n for n in sv if n in pol and pol[n]["loads"] and not pol[n]["stall_s"]]
     bg = [sv[n]["error"] for n in background if sv[n]["error"] is not None]

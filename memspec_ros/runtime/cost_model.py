@@ -106,20 +106,27 @@ class CostModel:
         """Mean load time over a typical round: the regime being modelled."""
         return float(np.mean(list(self.load_s.values()))) / self.mean_round_s(k) if self.load_s else 0.0
 
-    def compute_scaled(self, factor: float) -> CostModel:
-        """A copy whose compute times (steps, verification, prefill, overheads) are ``factor`` times longer.
+    def compute_scaled(self, factor: float, draft_factors: Mapping[str, float] | None = None) -> CostModel:
+        """A copy whose compute times are ``factor`` times longer (``draft_factors`` per draft, if given).
 
-        Load times are left alone: they are paced storage reads (wall time), not computation. What
-        this is for: the same machine runs slower or faster from one minute to the next (other
-        work, clock and cache state), and a model calibrated before a long run can then be
-        rescaled by what the run's own rounds measured.
+        ``factor`` scales the target's work (verification, prefill, their context slopes) and the
+        bookkeeping overheads; a draft's steps, catch-up forwards and proposals use its entry of
+        ``draft_factors`` (default ``factor``). Load times are left alone: they are paced storage
+        reads (wall time), not computation. What this is for: the same machine runs slower or
+        faster from one minute to the next (other work, clock and cache state), and a model
+        calibrated before a long run can then be rescaled by what the run's own rounds measured.
         """
+        per = dict(draft_factors or {})
+
+        def f(draft: str) -> float:
+            return per.get(draft, factor)
+
         d = asdict(self)
         d["verify_s"] = {k: v * factor for k, v in self.verify_s.items()}
-        d["draft_step_s"] = {k: v * factor for k, v in self.draft_step_s.items()}
-        d["draft_feed_s"] = {k: (a * factor, b * factor) for k, (a, b) in self.draft_feed_s.items()}
+        d["draft_step_s"] = {n: v * f(n) for n, v in self.draft_step_s.items()}
+        d["draft_feed_s"] = {n: (a * f(n), b * f(n)) for n, (a, b) in self.draft_feed_s.items()}
         for key in ("draft_propose_s", "draft_propose2_s"):
-            d[key] = {n: {p: v * factor for p, v in m.items()} for n, m in getattr(self, key).items()}
+            d[key] = {n: {p: v * f(n) for p, v in m.items()} for n, m in getattr(self, key).items()}
         d["prefill_s"] = (self.prefill_s[0] * factor, self.prefill_s[1] * factor)
         for key in ("verify_slope_s", "draft_slope_s", "round_overhead_s", "turn_overhead_s", "tick_s",
                     "predictor_s"):

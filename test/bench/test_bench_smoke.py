@@ -198,8 +198,12 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
              keep_reports=reports)
     timeline = session_timeline("memspec", wl.sessions[0], reports)
     # Drift: the simulated rounds cost exactly the model's compute time (no context slope here).
-    assert compute_drift(cost, [reports]) == pytest.approx(1.0)
-    assert compute_drift(cost.compute_scaled(0.5), [reports]) == pytest.approx(2.0)
+    drift = compute_drift(cost, [reports])
+    assert drift.overall == pytest.approx(1.0) and drift.verify == pytest.approx(1.0)
+    assert all(x == pytest.approx(1.0) for x in drift.drafts.values()) and drift.drafts
+    slower = compute_drift(cost.compute_scaled(0.5, {d: 0.25 for d in drift.drafts}), [reports])
+    assert slower.verify == pytest.approx(2.0) and all(x == pytest.approx(4.0) for x in slower.drafts.values())
+    assert compute_drift(drift.apply(cost), [reports]).overall == pytest.approx(1.0)
     assert cost.compute_scaled(0.5).load_s == cost.load_s, "loads are paced storage time, not compute"
     headline = Headline(real={**sims, TARGET_ONLY: [model_target_only(tr, cost) for tr in traces], **hf},
                         simulated=sims, timelines={"memspec": timeline}, hf_draft=hf_draft)
