@@ -15,6 +15,7 @@ from memspec_ros.ros.session_files import (
     SessionFileStore,
     file_name,
     model_fingerprint,
+    prepare_session_dir,
     session_dir_path,
 )
 from memspec_ros.runtime.chat import ChatMessage
@@ -119,6 +120,12 @@ def test_session_dir_values(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.delenv("ROS_HOME")
     assert session_dir_path("$ROS_HOME/s") == Path.home() / ".ros" / "s"
     assert session_dir_path("~/x") == Path.home() / "x"
+    made = tmp_path / "a" / "b"
+    prepare_session_dir(made)
+    assert made.is_dir() and (made.stat().st_mode & 0o777) == 0o700
+    (tmp_path / "plain-file").write_text("")
+    with pytest.raises(OSError):  # configure fails naming session_dir, instead of failing on the first write
+        prepare_session_dir(tmp_path / "plain-file" / "sessions")
 
 
 # ---------------------------------------------------------------- the store with files
