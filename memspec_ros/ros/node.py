@@ -73,6 +73,7 @@ from memspec_ros.ros.runtime_builder import build_policy, build_runtime
 from memspec_ros.ros.session_files import (
     SessionFileStore,
     model_fingerprint,
+    node_session_dir,
     prepare_session_dir,
     session_dir_path,
 )
@@ -153,7 +154,7 @@ class MemSpecNode(LifecycleNode):
         self.config, self.runtime, self.unusable_drafts = config, built.runtime, built.unusable
         try:
             self.dialogues = self._open_dialogues(config)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             self.get_logger().error(f"configure failed: parameter 'session_dir' = '{config['session_dir']}': {exc} "
                                     "(choose a writable folder, or \"\" to keep sessions in memory only)")
             self._release()
@@ -190,12 +191,14 @@ class MemSpecNode(LifecycleNode):
 
         A file that cannot be used is logged by name and skipped, never a configure failure: one
         bad file must not take the robot's dialogue service down. Raises OSError only when the
-        folder itself cannot be created or written.
+        folder itself cannot be created or written. The folder is ``session_dir`` / the node's
+        fully qualified name, so two nodes (two robots' namespaces) never share files.
         """
         log = self.get_logger()
-        directory = session_dir_path(config["session_dir"])
+        base = session_dir_path(config["session_dir"])
         files = None
-        if directory is not None:
+        if base is not None:
+            directory = node_session_dir(base, self.get_fully_qualified_name())
             prepare_session_dir(directory)
             files = SessionFileStore(directory, model_fingerprint(config.catalogue.target),
                                      vocab_size=self.runtime.engine.vocab_size if self.runtime.engine else None)

@@ -225,6 +225,20 @@ def session_dir_path(value: str) -> Path | None:
     return Path(os.path.expanduser(os.path.expandvars(value)))
 
 
+def node_session_dir(base: Path, node_name: str) -> Path:
+    """The folder of one node's sessions: ``base`` / its fully qualified name (``/robot1/memspec``
+    -> ``base/robot1/memspec``).
+
+    Two nodes on one machine (two robots' namespaces) share ``$ROS_HOME``; in one folder each
+    would load the other's sessions at configure and delete the other's files when its own
+    limits drop sessions. ROS node names are letters, digits, ``_`` and ``/``: safe as a path.
+    """
+    parts = [p for p in node_name.split("/") if p]
+    if not parts or any(p in (".", "..") for p in parts):
+        raise ValueError(f"not a node name: {node_name!r}")
+    return base.joinpath(*parts)
+
+
 def prepare_session_dir(path: Path) -> None:
     """Create the folder (mode 0700: the files hold dialogues) and check it is writable; raises OSError."""
     path.mkdir(parents=True, exist_ok=True, mode=0o700)

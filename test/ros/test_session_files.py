@@ -15,6 +15,7 @@ from memspec_ros.ros.session_files import (
     SessionFileStore,
     file_name,
     model_fingerprint,
+    node_session_dir,
     prepare_session_dir,
     session_dir_path,
 )
@@ -120,6 +121,10 @@ def test_session_dir_values(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.delenv("ROS_HOME")
     assert session_dir_path("$ROS_HOME/s") == Path.home() / ".ros" / "s"
     assert session_dir_path("~/x") == Path.home() / "x"
+    assert node_session_dir(tmp_path, "/robot1/memspec") == tmp_path / "robot1" / "memspec"
+    assert node_session_dir(tmp_path, "/memspec") == tmp_path / "memspec"
+    with pytest.raises(ValueError):
+        node_session_dir(tmp_path, "/../x")
     made = tmp_path / "a" / "b"
     prepare_session_dir(made)
     assert made.is_dir() and (made.stat().st_mode & 0o777) == 0o700

@@ -61,8 +61,8 @@ def first(client_node: Node, params_file: Path, tmp_path_factory: pytest.TempPat
     node = _start(params_file, session_dir, client_node)
     gen = GenerateClient(client_node)
     assert gen.wait_for_server(30.0), node.log()
-    try:
-        yield {"node": node, "gen": gen, "dir": session_dir, "params": params_file}
+    try:  # "dir": where node /memspec keeps its files (a folder per node name)
+        yield {"node": node, "gen": gen, "base": session_dir, "dir": session_dir / "memspec", "params": params_file}
     finally:
         gen.destroy()
         node.stop()
@@ -184,6 +184,7 @@ def test_cli_chat_over_a_pipe_streams_cancels_and_keeps_the_session(first, zoo_e
 
 def test_sigkill_mid_turn_loses_only_that_turn(first, client_node, zoo_engine) -> None:
     gen, node, session_dir = first["gen"], first["node"], first["dir"]
+    assert sorted(p.name for p in first["base"].iterdir()) == ["memspec"]
     # A chat session and a prompt session, two completed turns each.
     users = ("Pick up the red cup", "Go to the kitchen", "Bring it to the office")
     history: list[Message] = []
@@ -213,7 +214,7 @@ def test_sigkill_mid_turn_loses_only_that_turn(first, client_node, zoo_engine) -
     assert (session_dir / file_name("durable-chat")).read_bytes() == before
     (session_dir / file_name("garbage")).write_text("{ not json")  # and one corrupt file
 
-    restarted = _start(first["params"], session_dir, client_node)
+    restarted = _start(first["params"], first["base"], client_node)
     try:
         log = restarted.log()
         assert f"session file {session_dir / file_name('garbage')} skipped" in log, log
