@@ -37,6 +37,7 @@ def format_result(result: Generate.Result) -> str:
         f"draft switches: {result.draft_switches}  stall: {result.stall_seconds:.3f} s  "
         f"drafts used: {', '.join(result.drafts_used) or '(target only)'}\n"
         f"finish_reason: {result.finish_reason}  seed: {result.seed}  message: {result.message}"
+        + (f"\nsession started: {result.session_restart_reason or 'new'}" if result.session_started else "")
     )
 
 

@@ -30,7 +30,9 @@ def test_raw_sends_a_prompt_and_the_defaults_are_the_interfaces() -> None:
 
 def test_the_result_shows_why_it_ended_and_the_seed() -> None:
     shown = format_result(Generate.Result(text="Okay.", finish_reason="stop", seed=42, message="ok (stop)"))
-    assert "finish_reason: stop" in shown and "seed: 42" in shown
+    assert "finish_reason: stop" in shown and "seed: 42" in shown and "session" not in shown
+    restarted = format_result(Generate.Result(session_started=True, session_restart_reason="expired"))
+    assert "session started: expired" in restarted
 
 
 def test_session_is_an_alias_and_chat_mode_needs_no_text() -> None:
