@@ -18,34 +18,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from memspec_interfaces.srv import CloseSession, ListSessions, ResetSession
 from prompts import ROBOT_PROMPT
 from rclpy.node import Node
 
 from memspec_ros.ros.generate_client import GenerateClient, make_goal
 from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
+from memspec_ros.ros.session_client import SessionClient
 from memspec_ros.ros.session_files import file_name
 from memspec_ros.runtime.chat import ChatMessage as Message
 from memspec_ros.runtime.chat import ChatTurn, merged, render_ids
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM, STOP = "You are a helpful indoor service robot.", ["\nUSER:"]
-
-
-def _call(client_node: Node, srv_type, name: str, request, timeout_s: float = 30.0):
-    """One service call from the fixture's client node (spun by its executor thread)."""
-    cli = client_node.create_client(srv_type, name)
-    try:
-        assert cli.wait_for_service(timeout_sec=timeout_s), f"no service {name}"
-        future = cli.call_async(request)
-        deadline = time.monotonic() + timeout_s
-        while not future.done() and time.monotonic() < deadline:
-            time.sleep(0.02)  # answered on the client node's executor thread
-        assert future.done(), f"{name} did not answer"
-        return future.result()
-    finally:
-        client_node.destroy_client(cli)
 
 
 def _start(params_file: Path, session_dir: Path, client_node: Node) -> NodeProcess:
@@ -60,10 +45,13 @@ def first(client_node: Node, params_file: Path, tmp_path_factory: pytest.TempPat
     session_dir = tmp_path_factory.mktemp("sessions")
     node = _start(params_file, session_dir, client_node)
     gen = GenerateClient(client_node)
-    assert gen.wait_for_server(30.0), node.log()
+    sessions = SessionClient(client_node, tokens=gen.session_tokens)
+    assert gen.wait_for_server(30.0) and sessions.wait_for_services(), node.log()
     try:  # "dir": where node /memspec keeps its files (a folder per node name)
-        yield {"node": node, "gen": gen, "base": session_dir, "dir": session_dir / "memspec", "params": params_file}
+        yield {"node": node, "gen": gen, "sessions": sessions, "base": session_dir, "dir": session_dir / "memspec",
+               "params": params_file}
     finally:
+        sessions.destroy()
         gen.destroy()
         node.stop()
 
@@ -75,8 +63,8 @@ def _chat(gen: GenerateClient, sid: str, user: str, n: int = 32, system: str = "
     return call.result
 
 
-def test_reset_close_and_list_belong_to_the_owner(first, client_node) -> None:
-    gen, node = first["gen"], first["node"]
+def test_reset_close_and_list_belong_to_the_owner(first) -> None:
+    gen, node, sessions = first["gen"], first["node"], first["sessions"]
     opened = _chat(gen, "owned", "Go to the kitchen", 16, SYSTEM)
     assert opened.session_started and opened.session_restart_reason == ""
     token = opened.session_token
@@ -84,33 +72,28 @@ def test_reset_close_and_list_belong_to_the_owner(first, client_node) -> None:
     again = _chat(gen, "owned", "Now the lab", 8)
     assert not again.session_started
 
-    listed = _call(client_node, ListSessions, "/memspec/list_sessions", ListSessions.Request()).sessions
+    listed = sessions.list()
     [info] = [s for s in listed if s.session_id == "owned"]
     assert (info.kind, info.turns, info.busy, info.durable) == ("chat", 2, False, True) and info.tokens > 10
     assert abs(info.last_used.sec - time.time()) < 120
     assert token not in str(listed)
 
-    for srv_type, name in ((ResetSession, "/memspec/reset_session"), (CloseSession, "/memspec/close_session")):
-        refused = _call(client_node, srv_type, name, srv_type.Request(session_id="owned", session_token="guess"))
+    for refused in (sessions.reset("owned", "guess"), sessions.close("owned", "")):
         assert not refused.success and "belongs to another client" in refused.message, refused.message
-    unknown = _call(client_node, ResetSession, "/memspec/reset_session",
-                    ResetSession.Request(session_id="never", session_token=token))
+    unknown = sessions.reset("never", token)
     assert not unknown.success and "no session" in unknown.message
 
-    reset = _call(client_node, ResetSession, "/memspec/reset_session",
-                  ResetSession.Request(session_id="owned", session_token=token))
+    reset = sessions.reset("owned")  # the token GenerateClient remembered
     assert reset.success, reset.message
     after_reset = _chat(gen, "owned", "Go to the kitchen", 16, SYSTEM)
     assert after_reset.session_started and after_reset.session_restart_reason == "reset"
     assert after_reset.text == opened.text, "a reset session starts from nothing, as a new one does"
     assert after_reset.session_token == token, "a reset keeps the token"
 
-    closed = _call(client_node, CloseSession, "/memspec/close_session",
-                   CloseSession.Request(session_id="owned", session_token=token))
+    closed = sessions.close("owned")
     assert closed.success, closed.message
     assert not (first["dir"] / file_name("owned")).exists(), "closing deletes the file"
-    assert "owned" not in [s.session_id for s in _call(client_node, ListSessions, "/memspec/list_sessions",
-                                                         ListSessions.Request()).sessions]
+    assert "owned" not in [s.session_id for s in sessions.list()]
     back = _chat(gen, "owned", "Go to the kitchen", 8)  # the client still sends the old token
     assert back.session_started and back.session_restart_reason == "closed" and back.session_token != token
     assert node.alive()
@@ -218,8 +201,7 @@ def test_sigkill_mid_turn_loses_only_that_turn(first, client_node, zoo_engine) -
     try:
         log = restarted.log()
         assert f"session file {session_dir / file_name('garbage')} skipped" in log, log
-        listed = {s.session_id: s for s in _call(client_node, ListSessions, "/memspec/list_sessions",
-                                                 ListSessions.Request()).sessions}
+        listed = {s.session_id: s for s in first["sessions"].list()}
         assert listed["durable-chat"].turns == 2 and listed["durable-prompt"].turns == 2, listed
         gen2 = GenerateClient(client_node)
         gen2.session_tokens.update(gen.session_tokens)  # the same client, reconnecting
