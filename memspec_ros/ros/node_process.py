@@ -111,4 +111,6 @@ def _ros_literal(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_ros_literal(v) for v in value) + "]"
+    if value == "":
+        return "''"  # YAML's empty string (a bare `name:=` is no value at all)
     return str(value)
