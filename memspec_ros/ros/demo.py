@@ -92,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     with tool_node("memspec_demo") as client_node:
         residency = ResidencyLog()
         client_node.create_subscription(DraftResidency, "/memspec/draft_residency", residency, RESIDENCY_LOG_QOS)
-        overrides: dict[str, object] = {"storage_bandwidth_mbps": args.storage_mbps}
+        # session_dir "": the demo's node lives as long as the demo, and the next run opens its
+        # sessions again with a new client (a stored one would belong to this run's client).
+        overrides: dict[str, object] = {"storage_bandwidth_mbps": args.storage_mbps, "session_dir": ""}
         with NodeProcess(args.params_file, overrides=overrides) as node:
             return _run(client_node, node, residency, args.max_new_tokens)
 

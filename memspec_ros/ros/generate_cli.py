@@ -7,17 +7,23 @@ The text is sent as a user message (the node renders it with the model's chat te
 (repeatable) ends the answer at a string. Ctrl-C cancels the goal (the node stops within one round) and still prints
 what was generated and the statistics. ROS arguments work as for any ROS program:
 ``memspec_generate "hi" --ros-args -r __ns:=/robot1`` talks to ``/robot1/memspec/generate``.
+
+``--chat`` (or no text on a terminal) is an interactive chat in one session: each line is a
+user message, the answer streams, Ctrl-C cancels the answer (the session keeps what was said),
+Ctrl-D quits (:mod:`memspec_ros.ros.chat_loop`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TextIO
 
 from memspec_interfaces.action import Generate
 from rclpy.node import Node
 from rclpy.utilities import remove_ros_args
 
+from memspec_ros.ros.chat_loop import ChatStreams, new_session_id, run_chat
 from memspec_ros.ros.cli_session_tokens import SessionTokenFile
 from memspec_ros.ros.generate_client import GenerateClient, make_goal
 from memspec_ros.ros.tool_node import tool_node
@@ -31,13 +37,19 @@ def format_result(result: Generate.Result) -> str:
         f"draft switches: {result.draft_switches}  stall: {result.stall_seconds:.3f} s  "
         f"drafts used: {', '.join(result.drafts_used) or '(target only)'}\n"
         f"finish_reason: {result.finish_reason}  seed: {result.seed}  message: {result.message}"
+        + (f"\nsession started: {result.session_restart_reason or 'new'}" if result.session_started else "")
     )
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The tool's options from a whole command line (ROS arguments removed)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("text", help="what the user says (a user message), or with --raw the raw prompt")
+    parser.add_argument("text", nargs="?", default=None,
+                        help="what the user says (a user message), or with --raw the raw prompt; "
+                             "without it on a terminal, an interactive chat (--chat)")
+    parser.add_argument("--chat", action="store_true",
+                        help="interactive chat in one session: read a line, stream the answer, repeat; "
+                             "Ctrl-C cancels the answer, Ctrl-D quits (text, if given, is the first line)")
     parser.add_argument("--raw", action="store_true",
                         help="send the text as a raw prompt, not as a chat message (no chat template)")
     parser.add_argument("--system", default="", help="system prompt (chat messages only)")
@@ -51,19 +63,34 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--top-k", type=int, default=0, help="0 = no top-k truncation")
     parser.add_argument("--seed", type=int, default=0, help="0 = the node draws one (printed at the end)")
     parser.add_argument("--domain-hint", default="")
-    parser.add_argument("--session-id", default="", help="continue this dialogue session")
+    parser.add_argument("--session-id", "--session", dest="session_id", default="",
+                        help="continue this dialogue session (--chat without it opens a new one)")
     parser.add_argument("--session-token", default="",
                         help="the session's token (default: the one this tool remembered in "
                              "$ROS_HOME/memspec_session_tokens.json when it opened the session)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the server")
-    return parser.parse_args(remove_ros_args(args=argv)[1:])
+    args = parser.parse_args(remove_ros_args(args=argv)[1:])
+    if args.chat and args.raw:
+        parser.error("--chat sends chat messages: it cannot be combined with --raw")
+    return args
 
 
-def goal_from_args(args: argparse.Namespace, session_token: str) -> Generate.Goal:
-    """The goal the options describe: a user message (or with ``--raw`` a raw prompt)."""
+def chat_mode(args: argparse.Namespace, stdin: TextIO) -> bool:
+    """Chat when asked to, or when no text is given and a person is typing (a terminal)."""
+    return args.chat or (args.text is None and stdin.isatty())
+
+
+def goal_from_args(args: argparse.Namespace, session_token: str, text: str | None = None,
+                   system: bool = True) -> Generate.Goal:
+    """The goal the options describe: a user message (or with ``--raw`` a raw prompt).
+
+    ``text`` replaces the positional text (a chat line); ``system=False`` leaves the system
+    prompt out (a continued chat session keeps the one it has)."""
+    text = args.text if text is None else text
     return make_goal(
-        args.text if args.raw else "", args.max_new_tokens,
-        messages=() if args.raw else [("user", args.text)], system_prompt=args.system, stop=args.stop,
+        text if args.raw else "", args.max_new_tokens,
+        messages=() if args.raw else [("user", text)], system_prompt=args.system if system else "",
+        stop=args.stop,
         temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
         seed=args.seed, domain_hint=args.domain_hint, session_id=args.session_id,
         session_token=session_token,
@@ -74,8 +101,55 @@ def main(argv: list[str] | None = None) -> int:
     """Run the tool; ``argv`` is a whole command line (program name first), as ``sys.argv``."""
     argv = list(sys.argv if argv is None else argv)
     args = parse_args(argv)
+    chat = chat_mode(args, sys.stdin)
+    if not chat and args.text is None:
+        print("error: give the text to send, or --chat for an interactive chat", file=sys.stderr)
+        return 2
     with tool_node("memspec_generate", argv) as node:
-        return _generate(node, args)
+        return _chat(node, args) if chat else _generate(node, args)
+
+
+def _chat(node: Node, args: argparse.Namespace) -> int:
+    """The interactive loop on this terminal (or pipe), in one session."""
+    client = GenerateClient(node, args.action)
+    try:
+        if not client.wait_for_server(args.timeout):
+            print(f"error: no action server at {client.action_name} (is the node active?)", file=sys.stderr)
+            return 2
+        tokens = SessionTokenFile()
+        named = bool(args.session_id)
+        session_id = args.session_id or new_session_id()
+        token = args.session_token or (tokens.get(client.action_name, session_id) if named else "")
+        if token:
+            client.session_tokens[session_id] = token
+        args.session_id = session_id
+        print(f"[session {session_id}; Ctrl-C cancels an answer, Ctrl-D quits]", file=sys.stderr)
+        first_line = [args.text] if args.text else []
+
+        def goal(text: str, first: bool) -> Generate.Goal:
+            return goal_from_args(args, "", text=text, system=first)
+
+        def remember(new_token: str) -> None:
+            if named:
+                tokens.put(client.action_name, session_id, new_token)
+
+        streams = ChatStreams(_Prepended(first_line, sys.stdin), sys.stdout, sys.stderr,
+                              interactive=sys.stdin.isatty())
+        return run_chat(client, goal, streams, on_token=remember, timeout_s=args.timeout)
+    finally:
+        client.destroy()
+
+
+class _Prepended:
+    """A line stream that yields some lines first (the positional text of ``--chat "..."``)."""
+
+    def __init__(self, first: list[str], rest: TextIO) -> None:
+        self._first, self._rest = list(first), rest
+
+    def readline(self) -> str:
+        if self._first:
+            return self._first.pop(0) + "\n"
+        return self._rest.readline()
 
 
 def _generate(node: Node, args: argparse.Namespace) -> int:

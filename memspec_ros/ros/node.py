@@ -42,13 +42,15 @@ from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from memspec_interfaces.action import Generate
-from memspec_interfaces.msg import AcceptanceStats, DraftResidency
+from memspec_interfaces.msg import AcceptanceStats, DraftResidency, SessionInfo
+from memspec_interfaces.srv import CloseSession, ListSessions, ResetSession
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
+from rclpy.time import Time
 from std_msgs.msg import String
 
 from memspec_ros.core.finish_reason import FinishReason
@@ -68,6 +70,13 @@ from memspec_ros.ros.parameters import (
 )
 from memspec_ros.ros.qos import FEEDBACK_QOS, GOAL_SERVICE_QOS, REJECTIONS_QOS, RESIDENCY_QOS
 from memspec_ros.ros.runtime_builder import build_policy, build_runtime
+from memspec_ros.ros.session_files import (
+    SessionFileStore,
+    model_fingerprint,
+    node_session_dir,
+    prepare_session_dir,
+    session_dir_path,
+)
 from memspec_ros.runtime.policies import Policy
 from memspec_ros.runtime.residency import DraftState, ResidencyEvent
 from memspec_ros.runtime.runtime import DraftRuntime, GenerationReport
@@ -143,10 +152,13 @@ class MemSpecNode(LifecycleNode):
             gc.collect()
             return TransitionCallbackReturn.FAILURE
         self.config, self.runtime, self.unusable_drafts = config, built.runtime, built.unusable
-        self.dialogues = DialogueStore(
-            config["max_sessions"], budget_bytes=config["session_budget_bytes"],
-            idle_timeout_s=config["session_idle_timeout_s"],
-            on_drop=lambda sid, why: self.get_logger().info(f"session {echo(sid)} dropped: {why}"))
+        try:
+            self.dialogues = self._open_dialogues(config)
+        except (OSError, ValueError) as exc:
+            self.get_logger().error(f"configure failed: parameter 'session_dir' = '{config['session_dir']}': {exc} "
+                                    "(choose a writable folder, or \"\" to keep sessions in memory only)")
+            self._release()
+            return TransitionCallbackReturn.FAILURE
         try:
             self._create_ros_entities(config)
             self.runtime.add_residency_listener(self._on_residency_change)
@@ -167,10 +179,47 @@ class MemSpecNode(LifecycleNode):
             f"drafts={self.runtime.catalogue.names}, resident={resident}, policy={config['policy']}, "
             f"budget={self.runtime.budget.describe()}, check_interval={config['check_interval']}, "
             f"k={config['num_speculative_tokens']}, storage={config['storage_bandwidth_mbps'] or 'native'} MB/s, "
+            f"sessions={self._describe_sessions()}, "
             + (f"num_threads auto: {built.threads.describe()}" if built.threads
                else f"num_threads={config['num_threads']}")
         )
         return TransitionCallbackReturn.SUCCESS
+
+    def _open_dialogues(self, config: NodeConfig) -> DialogueStore:
+        """The session store of this configuration; with ``session_dir``, the sessions written by
+        an earlier run of the node are loaded (their KV caches are rebuilt on first use).
+
+        A file that cannot be used is logged by name and skipped, never a configure failure: one
+        bad file must not take the robot's dialogue service down. Raises OSError only when the
+        folder itself cannot be created or written. The folder is ``session_dir`` / the node's
+        fully qualified name, so two nodes (two robots' namespaces) never share files.
+        """
+        log = self.get_logger()
+        base = session_dir_path(config["session_dir"])
+        files = None
+        if base is not None:
+            directory = node_session_dir(base, self.get_fully_qualified_name())
+            prepare_session_dir(directory)
+            files = SessionFileStore(directory, model_fingerprint(config.catalogue.target),
+                                     vocab_size=self.runtime.engine.vocab_size if self.runtime.engine else None)
+        store = DialogueStore(
+            config["max_sessions"], budget_bytes=config["session_budget_bytes"],
+            idle_timeout_s=config["session_idle_timeout_s"],
+            on_drop=lambda sid, why: log.info(f"session {echo(sid)} dropped: {why}"),
+            files=files,
+            on_file_error=lambda what, exc: log.warning(f"{what} failed: {type(exc).__name__}: {exc}"))
+        if files is not None:
+            saved, skipped = files.load_all()
+            for bad in skipped:
+                log.warning(f"session file {bad.path} skipped: {bad.reason}")
+            store.restore(saved)
+        return store
+
+    def _describe_sessions(self) -> str:
+        files = self.dialogues.files
+        if files is None:
+            return "in memory only"
+        return f"{len(self.dialogues)} restored from {files.directory}"
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._stop_reason = None
@@ -256,6 +305,14 @@ class MemSpecNode(LifecycleNode):
             goal_service_qos_profile=GOAL_SERVICE_QOS,
             result_timeout=60,
         )
+        self._session_services = [
+            self.create_service(ResetSession, "~/reset_session", g(self._on_reset_session, "reset_session",
+                                lambda exc: ResetSession.Response(success=False, message=f"failed: {exc}"))),
+            self.create_service(CloseSession, "~/close_session", g(self._on_close_session, "close_session",
+                                lambda exc: CloseSession.Response(success=False, message=f"failed: {exc}"))),
+            self.create_service(ListSessions, "~/list_sessions", g(self._on_list_sessions, "list_sessions",
+                                lambda exc: ListSessions.Response())),
+        ]
 
     def _destroy_ros_entities(self) -> None:
         if getattr(self, "_action_server", None) is None:
@@ -263,6 +320,9 @@ class MemSpecNode(LifecycleNode):
         self._wait_results_delivered()
         self._action_server.destroy()
         self._action_server = None
+        for service in self._session_services:
+            self.destroy_service(service)
+        self._session_services = []
         for timer in self._timers:
             self.destroy_timer(timer)
         self._timers = []
@@ -488,6 +548,8 @@ class MemSpecNode(LifecycleNode):
             return Generate.Result(finish_reason=FinishReason.DEACTIVATED.value,
                                    message=f"aborted: session {echo(goal.session_id)} was dropped (node cleaned up)")
         conversation = kept.conversation if kept is not None else runtime.new_conversation()
+        started = kept is not None and conversation.turns == 0
+        restart_reason = kept.restart_reason if started else ""
 
         def publish(progress: TurnProgress) -> None:
             if goal_handle.is_active:  # not aborted by a deactivate timeout
@@ -507,7 +569,11 @@ class MemSpecNode(LifecycleNode):
         if report.kept_tokens is not None:
             self.get_logger().info(f"session {echo(goal.session_id)} reached the context window: "
                                    f"continuing from its last {report.kept_tokens} tokens")
+        if kept is not None:  # a completed turn (a cancelled one too: its text is the session's)
+            kept.restart_reason = ""
+            self.dialogues.persist(goal.session_id)
         result = self._session_result(goal_handle, self._result(report))
+        result.session_started, result.session_restart_reason = started, restart_reason
         if report.finish_reason == FinishReason.CANCELLED:
             result.message = f"cancelled by the client after {report.tokens} tokens"
             self._terminate(goal_handle, "canceled")
@@ -518,6 +584,39 @@ class MemSpecNode(LifecycleNode):
             result.message = f"ok ({report.finish_reason})"
             self._terminate(goal_handle, "succeed")
         return result
+
+    # ------------------------------------------------------------------ session services
+    def _on_reset_session(self, request: ResetSession.Request, response: ResetSession.Response
+                          ) -> ResetSession.Response:
+        """Forget a session's context, keep its id and token (owner only; not while a goal holds it)."""
+        problem = self.dialogues.reset(request.session_id, request.session_token)
+        response.success = problem is None
+        response.message = problem or f"session {echo(request.session_id)} reset: its next goal starts a fresh context"
+        if problem is None:
+            self.get_logger().info(f"session {echo(request.session_id)} reset by its owner")
+        return response
+
+    def _on_close_session(self, request: CloseSession.Request, response: CloseSession.Response
+                          ) -> CloseSession.Response:
+        """Drop a session and its file (owner only; not while a goal holds it)."""
+        problem = self.dialogues.close(request.session_id, request.session_token)
+        response.success = problem is None
+        response.message = problem or f"session {echo(request.session_id)} closed"
+        if problem is None:
+            self.get_logger().info(f"session {echo(request.session_id)} closed by its owner")
+        return response
+
+    def _on_list_sessions(self, request: ListSessions.Request, response: ListSessions.Response
+                          ) -> ListSessions.Response:
+        """Every kept session's id, kind, turns, tokens and last use; never a token or a text."""
+        durable = self.dialogues.files is not None
+        response.sessions = [
+            SessionInfo(session_id=s.session_id, kind="chat" if s.chat else "prompt", turns=s.turns,
+                        tokens=s.tokens, last_used=Time(nanoseconds=int(s.last_used_wall * 1e9)).to_msg(),
+                        busy=s.busy, durable=durable)
+            for s in self.dialogues.summaries()
+        ]
+        return response
 
     @staticmethod
     def _result(report: GenerationReport) -> Generate.Result:

@@ -66,6 +66,21 @@ class NodeProcess:
                 fields[key] = int(value.split()[0])
         return fields["VmRSS"], fields["Threads"]
 
+    @property
+    def pid(self) -> int | None:
+        """The node's process id (None before it started)."""
+        return self.proc.pid if self.proc is not None else None
+
+    def kill(self) -> int | None:
+        """SIGKILL: the node gets no chance to clean up, as in a crash or a power cut; return the
+        exit code (what durability tests simulate)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        return self.proc.returncode
+
     def stop(self, timeout_s: float = 15.0) -> int | None:
         """SIGINT (like Ctrl-C), then SIGKILL if it does not exit in time; return the exit code."""
         if self.proc is None:
@@ -96,4 +111,6 @@ def _ros_literal(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_ros_literal(v) for v in value) + "]"
+    if value == "":
+        return "''"  # YAML's empty string (a bare `name:=` is no value at all)
     return str(value)

@@ -113,6 +113,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("max_sessions", 16, "Most dialogue sessions kept; the least recently used is dropped beyond it.", int_range=(1, 10000)),
     ParamSpec("session_budget_bytes", 256 * 2**20, "Most bytes of target KV cache all idle dialogue sessions keep together; the least recently used are dropped beyond it. 0 = no byte limit.", int_range=(0, 2**62)),
     ParamSpec("session_idle_timeout_s", 900.0, "A dialogue session unused this long is dropped (its KV cache freed); 0 = never.", float_range=(0.0, 1.0e7)),
+    ParamSpec("session_dir", "$ROS_HOME/memspec_sessions", "Folder where every dialogue session is written after each completed turn, so that a restarted node continues it (in a subfolder named after the node's namespace and name, one file per session, its token stored only as a digest; max_sessions bounds the files too). $ROS_HOME is the ROS home folder (~/.ros when unset). Empty = sessions live in memory only and end with the process."),
     ParamSpec("max_context", 0, "Context window in tokens (prompt + output, all turns of a session); 0 = the target's max_position_embeddings, which it may not exceed.", int_range=(0, 10_000_000)),
     ParamSpec("deactivate_timeout_s", 10.0, "How long deactivate, cleanup and shutdown wait for a running generation to stop; past it the goal is aborted and cleanup refuses to free models still in use.", float_range=(0.1, 3600.0)),
     ParamSpec("feedback_every_rounds", 1, "Send feedback at least every this many speculative rounds.", int_range=(1, 64)),

@@ -20,7 +20,7 @@ conversation, as if a stateless client had sent all of it. That happens when:
   (sampled or greedy output may use a non-canonical split), or ended in an end-of-sequence
   token the template does not render;
 * the system prompt changed, or the dialogue was shortened to fit the context window
-  (:func:`fit_chat`: the oldest messages are dropped, the system prompt is kept).
+  (:func:`fit_chat`: the oldest exchanges are dropped, the system prompt is kept).
 
 Each case costs a re-prefill of the part after the divergence, never correctness.
 """
@@ -127,21 +127,34 @@ class FittedChat:
 
 def fit_chat(engine: SpeculativeEngine, history: Sequence[ChatMessage], turn: ChatTurn,
              max_new_tokens: int) -> FittedChat:
-    """Render the conversation after ``turn``, dropping its oldest messages until it fits.
+    """Render the conversation after ``turn``, dropping its oldest exchanges until it fits.
 
-    The system prompt and the turn's own messages are always kept; a turn that does not fit
-    even then raises :class:`InvalidRequestError` (admission checked the turn alone, but a
-    session's system prompt may have made it longer).
+    The system prompt and the turn's own messages are always kept. History is cut on exchange
+    boundaries: an exchange is a user message and the messages that answer it, so the kept
+    history starts with a user message, never with an answer whose question was dropped (the
+    model would continue a dialogue that never happened).
+
+    Once a conversation has to slide, it slides to at most half the window (as a prompt session
+    does, :func:`~memspec_ros.runtime.turns.fit_turn`) unless the kept turn alone is longer:
+    cutting just enough to fit would slide again on the very next turn, and every slide
+    re-renders and re-prefills the whole kept history (its tokens shift). A turn that does not
+    fit even with no history raises :class:`InvalidRequestError` (admission checked the turn
+    alone, but a session's system prompt may have made it longer).
     """
     messages = merged(history, turn)
     system = 1 if messages and messages[0].role == "system" else 0
     droppable = len(messages) - system - len(turn.messages) + (1 if turn.messages[0].role == "system" else 0)
+    fits = engine.max_context - max_new_tokens
     dropped = 0
-    while True:
-        ids = render_ids(engine, messages)
-        if len(ids) + max_new_tokens <= engine.max_context or dropped >= droppable:
-            break
-        del messages[system]
-        dropped += 1
+    ids = render_ids(engine, messages)
+    if len(ids) > fits:
+        target = min(fits, engine.max_context // 2)
+        while len(ids) > target and dropped < droppable:
+            n = 1  # the oldest exchange: its first message and everything up to the next user message
+            while dropped + n < droppable and messages[system + n].role != "user":
+                n += 1
+            del messages[system:system + n]
+            dropped += n
+            ids = render_ids(engine, messages)
     engine.check_budget(0, len(ids), max_new_tokens)
     return FittedChat(tuple(messages), ids, dropped)

@@ -529,6 +529,8 @@ class DraftRuntime:
         pred_s0 = self.rounds.predictor_seconds(self.policy)
         totals0 = self.loader.totals()
         conv = conversation or Conversation()
+        if conv.stored_ids is not None and self.engine is not None:
+            conv.rebuild(self.engine)  # restored from disk: prefill its context (the checkpoint undoes it)
         kept = None
         chat_messages = None
         reused = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -22,18 +23,44 @@ def repo() -> Path:
     return REPO
 
 
+SHIPPED_SESSION_DIR = "    session_dir: $ROS_HOME/memspec_sessions"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_ros_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """``ROS_HOME`` of every process the tests start (nodes, tools): a folder of this test run.
+
+    A node run with the shipped params file keeps its sessions in ``$ROS_HOME/memspec_sessions``
+    and the tools keep their session tokens in ``$ROS_HOME``; with the user's real ``~/.ros``
+    a session opened by one run (or one xdist worker) would belong to another client in the next.
+    """
+    home = tmp_path_factory.mktemp("ros_home")
+    before = os.environ.get("ROS_HOME")
+    os.environ["ROS_HOME"] = str(home)
+    yield home
+    if before is None:
+        os.environ.pop("ROS_HOME", None)
+    else:
+        os.environ["ROS_HOME"] = before
+
+
 @pytest.fixture(scope="session")
 def params_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The params file users run the node with, with one change: ``num_threads: 1``.
+    """The params file users run the node with, with two changes: ``num_threads: 1`` and
+    ``session_dir: ""``.
 
     The default (0, auto) times speculative rounds at every thread count at each configure:
     a second or two alone, several with two test workers oversubscribing the cores, for each
     of the suite's dozens of node starts. ``test_lifecycle`` checks auto with the file as shipped.
+    Sessions stay in memory: the node starts of one worker share this file, and tests reuse
+    session ids; ``test_sessions`` gives its nodes a session_dir of their own.
     """
     text = PARAMS_FILE.read_text()
     assert "    num_threads: 0\n" in text, "config/memspec.yaml changed: update this fixture"
+    assert SHIPPED_SESSION_DIR in text, "config/memspec.yaml changed: update this fixture"
     path = tmp_path_factory.mktemp("params") / "memspec.yaml"
-    path.write_text(text.replace("    num_threads: 0\n", "    num_threads: 1\n"))
+    text = text.replace("    num_threads: 0\n", "    num_threads: 1\n")
+    path.write_text(text.replace(SHIPPED_SESSION_DIR, '    session_dir: ""'))
     return path
 
 

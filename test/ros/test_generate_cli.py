@@ -1,10 +1,14 @@
-"""``memspec_generate``'s options become the goal fields of the same names (no node, milliseconds)."""
+"""``memspec_generate``'s options become the goal fields of the same names, and its chat loop
+reads lines from any stream (no node, milliseconds)."""
 
 from __future__ import annotations
 
+import io
+
 from memspec_interfaces.action import Generate
 
-from memspec_ros.ros.generate_cli import format_result, goal_from_args, parse_args
+from memspec_ros.ros.chat_loop import ChatStreams, run_chat
+from memspec_ros.ros.generate_cli import chat_mode, format_result, goal_from_args, parse_args
 
 
 def test_text_is_a_user_message_with_system_prompt_stops_and_sampling() -> None:
@@ -26,4 +30,67 @@ def test_raw_sends_a_prompt_and_the_defaults_are_the_interfaces() -> None:
 
 def test_the_result_shows_why_it_ended_and_the_seed() -> None:
     shown = format_result(Generate.Result(text="Okay.", finish_reason="stop", seed=42, message="ok (stop)"))
-    assert "finish_reason: stop" in shown and "seed: 42" in shown
+    assert "finish_reason: stop" in shown and "seed: 42" in shown and "session" not in shown
+    restarted = format_result(Generate.Result(session_started=True, session_restart_reason="expired"))
+    assert "session started: expired" in restarted
+
+
+def test_session_is_an_alias_and_chat_mode_needs_no_text() -> None:
+    args = parse_args(["memspec_generate", "--chat", "--session", "kitchen"])
+    assert args.session_id == "kitchen" and args.text is None and chat_mode(args, io.StringIO())
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert chat_mode(parse_args(["memspec_generate"]), Terminal())  # no text on a terminal: chat
+    assert not chat_mode(parse_args(["memspec_generate"]), io.StringIO())  # a pipe needs --chat
+    assert not chat_mode(parse_args(["memspec_generate", "hi"]), Terminal())
+    goal = goal_from_args(parse_args(["memspec_generate", "--chat", "--system", "Be brief."]), "", text="Go",
+                          system=False)
+    assert [(m.role, m.content) for m in goal.messages] == [("user", "Go")] and goal.system_prompt == ""
+
+
+class _FakeCall:
+    """A goal that streams its answer in two deltas, or is cancelled by a Ctrl-C while it waits."""
+
+    def __init__(self, text: str, on_feedback, interrupt: bool) -> None:
+        self.text, self.on_feedback, self.interrupt, self.cancelled = text, on_feedback, interrupt, False
+
+    def wait_accepted(self, timeout_s: float) -> bool:
+        return True
+
+    def wait(self, timeout_s: float) -> Generate.Result:
+        half = len(self.text) // 2
+        if not self.cancelled:
+            self.on_feedback(Generate.Feedback(delta=self.text[:half]))
+            if self.interrupt:
+                raise KeyboardInterrupt
+            self.on_feedback(Generate.Feedback(delta=self.text[half:]))
+        return Generate.Result(text=self.text if not self.cancelled else self.text[:half], session_token="tok",
+                               finish_reason="cancelled" if self.cancelled else "stop")
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class _FakeClient:
+    def __init__(self) -> None:
+        self.goals: list[tuple[str, bool]] = []
+
+    def send(self, goal, on_feedback):
+        text, first = goal
+        self.goals.append((text, first))
+        return _FakeCall(f"<{text}>", on_feedback, interrupt=text == "long")
+
+
+def test_the_chat_loop_reads_a_pipe_cancels_on_ctrl_c_and_quits_at_the_end() -> None:
+    client, out, err, tokens = _FakeClient(), io.StringIO(), io.StringIO(), []
+    lines = io.StringIO("hello\n\n   \nlong\nbye\n")
+    status = run_chat(client, lambda text, first: (text, first), ChatStreams(lines, out, err),
+                      on_token=tokens.append)
+    assert status == 0
+    assert client.goals == [("hello", True), ("long", False), ("bye", False)], "blank lines are skipped"
+    assert out.getvalue() == "<hello>\n<lo\n<bye>\n", "a cancelled answer keeps what streamed"
+    assert "[cancelling]" in err.getvalue() and "[cancelled:" in err.getvalue()
+    assert tokens == ["tok"] * 3

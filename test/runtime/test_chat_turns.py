@@ -148,7 +148,7 @@ def test_a_drawn_seed_is_reported_and_replays_the_sample(zoo_runtime) -> None:
     assert replay.text == drawn.text and replay.seed == drawn.seed
 
 
-def test_a_chat_that_outgrows_the_window_drops_its_oldest_messages_and_keeps_the_system_prompt(zoo_runtime) -> None:
+def test_a_chat_that_outgrows_the_window_drops_its_oldest_exchanges_and_keeps_the_system_prompt(zoo_runtime) -> None:
     engine = SpeculativeEngine(zoo_runtime.engine.target, zoo_runtime.engine.tokenizer, max_context=120)
     history = [ChatMessage("system", SYSTEM)]
     for i in range(6):
@@ -159,5 +159,14 @@ def test_a_chat_that_outgrows_the_window_drops_its_oldest_messages_and_keeps_the
     assert fitted.messages[-1] == ChatMessage("user", "Now stop")
     assert fitted.dropped > 0 and list(fitted.messages[1:-1]) == history[1 + fitted.dropped:]
     assert len(fitted.ids) + 40 <= 120 and fitted.ids == render_ids(engine, list(fitted.messages))
+    assert fitted.messages[1].role == "user", "cut on an exchange boundary: the kept history starts with a question"
+    assert len(fitted.ids) <= 120 // 2, "a slide goes to half the window, so the next turn does not slide again"
+    # An exchange is a user message and everything that answers it (here two assistant messages).
+    chatty = [ChatMessage("system", SYSTEM)]
+    for i in range(6):
+        chatty += [ChatMessage("user", f"Go to lab {i}"), ChatMessage("assistant", "Okay."),
+                   ChatMessage("assistant", f"At lab {i}.")]
+    fitted = fit_chat(engine, chatty, turn, 40)
+    assert fitted.dropped % 3 == 0 and fitted.messages[1].role == "user", fitted.messages
     with pytest.raises(Exception, match="context window"):
         fit_chat(engine, history, ChatTurn((ChatMessage("user", "word " * 200),)), 40)
