@@ -48,11 +48,13 @@ def compute_drift(cost: CostModel, runs: Iterable[Sequence[GenerationReport]]) -
     for reports in runs:
         for report in reports:
             for ev in report.timeline:
+                # Charged as the simulator charges the same round (trace_rounds.py): at its context.
                 real_verify += ev.verify_s
-                model_verify += cost.verify(ev.proposed)
+                model_verify += cost.verify(ev.proposed, ev.context_tokens)
                 if ev.draft is not None and ev.proposed > 0:
                     real_draft[ev.draft] += ev.draft_s
-                    model_draft[ev.draft] += cost.propose_s(ev.draft, ev.proposed, ev.catchup_tokens + 1)
+                    model_draft[ev.draft] += cost.propose_at(ev.draft, ev.proposed, ev.catchup_tokens + 1,
+                                                             ev.context_tokens)
     if model_verify <= 0:
         return None
     drafts = {d: real_draft[d] / model_draft[d] for d in model_draft if model_draft[d] > 0}

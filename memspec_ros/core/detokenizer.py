@@ -32,6 +32,15 @@ class IncrementalDetokenizer:
         self._prefix_offset = 0
         self._read_offset = 0
 
+    def truncate(self, n_tokens: int) -> None:
+        """The token list was cut to ``n_tokens``: later deltas continue from there.
+
+        Text already returned is not taken back (a stream cannot be); a caller that cuts a
+        turn (a stop string) holds back what it may cut before streaming it.
+        """
+        self._prefix_offset = min(self._prefix_offset, n_tokens)
+        self._read_offset = min(self._read_offset, n_tokens)
+
     def _decode(self, ids: Sequence[int]) -> str:
         return self._tokenizer.decode(
             list(ids), skip_special_tokens=self._skip_special, clean_up_tokenization_spaces=False

@@ -294,16 +294,17 @@ class DecodeState:
     def rewind(self, length: int) -> None:
         """Keep only the first ``length`` committed tokens, and the KV cache to match.
 
-        ``length`` may not cut into the current turn's prompt. Used to end a turn at a stop
-        string, and to reuse the cached part of a chat history that was rendered differently
-        after that point (:mod:`memspec_ros.runtime.chat`). Keeps the cache invariant: it covers
-        every committed token but the last.
+        Used to end a turn at a stop string (within the current turn), and to reuse the cached
+        part of a chat history that was rendered differently after some point, which may lie in
+        an earlier turn (:mod:`memspec_ros.runtime.chat`; the turn then starts there). Keeps the
+        cache invariant: it covers every committed token but the last.
         """
         if not 1 <= length <= len(self.token_ids):
             raise ValueError(f"cannot rewind {len(self.token_ids)} committed tokens to {length}")
         del self.token_ids[length:]
         self.scorer.truncate(length - 1)
         self.turn_start = min(self.turn_start, length)
+        self._detok.truncate(len(self.token_ids) - self.turn_start)
 
     def stop_at(self, chars: int) -> None:
         """End the current turn after the first ``chars`` characters of its text (a stop string
@@ -323,17 +324,24 @@ class DecodeState:
             raise ValueError(f"cannot cut a {len(text)}-character turn after {chars} characters")
         kept_text = text[:chars]
         out = self.output_ids
-        whole = len(out)
-        while whole > 0:  # the longest run of whole tokens that lies inside the kept text
-            decoded = self.engine.tokenizer.decode(out[:whole], skip_special_tokens=True,
-                                                   clean_up_tokenization_spaces=False)
-            if len(decoded) <= chars and kept_text.startswith(decoded) and not decoded.endswith("\ufffd"):
+
+        def decode(ids: list[int]) -> str:
+            return self.engine.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+        # The longest run of whole tokens inside the kept text, completed by the re-encoded rest;
+        # the re-encoding must decode back to exactly the kept text after those tokens (a
+        # tokenizer that prefixes "▁" to a word would add a space the client never received), or
+        # one token fewer is kept and a longer rest re-encoded. Nothing fits: the kept text alone.
+        whole, piece_ids = 0, self.engine.encode(kept_text, add_special_tokens=False) if kept_text else []
+        for n in range(len(out), -1, -1):
+            decoded = decode(out[:n])
+            if len(decoded) > chars or not kept_text.startswith(decoded) or decoded.endswith("\ufffd"):
+                continue
+            piece = kept_text[len(decoded):]
+            ids = self.engine.encode(piece, add_special_tokens=False) if piece else []
+            if decode(out[:n] + ids) == kept_text:
+                whole, piece_ids = n, ids
                 break
-            whole -= 1
-        else:
-            decoded = ""
-        piece = kept_text[len(decoded):]
-        piece_ids = self.engine.encode(piece, add_special_tokens=False) if piece else []
         self.rewind(self.turn_start + whole)
         if piece_ids:
             self.scorer.prefill([self.token_ids[-1], *piece_ids[:-1]])

@@ -67,7 +67,8 @@ def fastest_thread_count(engine: SpeculativeEngine, proposer: DraftProposer | No
     measured: dict[int, float] = {}
     for threads in [*counts, *reversed(counts)]:
         torch.set_num_threads(threads)
-        state = engine.start(list(prompt_ids), max_new_tokens=(rounds + 2) * (k + 1))
+        room = engine.max_context - len(prompt_ids)  # a small max_context must not fail configure
+        state = engine.start(list(prompt_ids), max_new_tokens=max(1, min((rounds + 2) * (k + 1), room)))
         times = []
         for i in range(rounds + 2):
             if state.done:

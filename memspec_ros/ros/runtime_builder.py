@@ -115,17 +115,22 @@ def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> Buil
     materialize = make_materializer(catalogue, dtype=_DTYPES[config["dtype"]], device=config["device"])
     threads = None
     if not config["num_threads"]:
-        threads = choose_threads(engine, catalogue, materialize, config["num_speculative_tokens"])
+        threads = choose_threads(engine, catalogue, budget, materialize, config["num_speculative_tokens"])
     runtime = DraftRuntime(engine, catalogue, budget, policy, runtime_config(config), materialize=materialize)
     return BuiltRuntime(runtime=runtime, unusable=unusable, threads=threads)
 
 
-def choose_threads(engine: SpeculativeEngine, catalogue: Catalogue, materialize, k: int) -> ThreadChoice:
-    """``num_threads: 0``: time speculative rounds with the catalogue's general draft at each thread count.
+def choose_threads(engine: SpeculativeEngine, catalogue: Catalogue, budget: Budget, materialize,
+                   k: int) -> ThreadChoice:
+    """``num_threads: 0``: time speculative rounds with a draft of the catalogue at each thread count.
 
-    The draft is materialised for the measurement only (the runtime loads its own working set).
+    The general draft if the budget admits it, else the smallest draft it admits, else target-only
+    rounds: the measurement must not hold more draft memory than the node is allowed to. The draft
+    is materialised for the measurement only and dropped before the runtime loads its working set.
     """
-    spec = next((s for s in catalogue if s.domain in ("general", "mixed")), catalogue[0] if len(catalogue) else None)
+    fitting = [s for s in catalogue if budget.admits([s.size_bytes])]
+    spec = next((s for s in fitting if s.domain in ("general", "mixed")),
+                min(fitting, key=lambda s: s.size_bytes) if fitting else None)
     proposer = materialize(spec, [bytearray(f.read_bytes()) for f in spec.weight_files]) if spec else None
     prompt = engine.encode("The robot looked at the table and said")
     return fastest_thread_count(engine, proposer, prompt, k=k)

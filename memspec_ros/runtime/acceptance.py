@@ -78,15 +78,6 @@ class AcceptanceSummary:
         d = self.per_draft.get(name)
         return d.ema if d is not None and d.ema is not None else default
 
-    def recent_rate(self, name: str, last_n: int) -> float | None:
-        """accepted/proposed of ``name`` over its rounds among the last ``last_n`` rounds."""
-        prop = acc = 0
-        for r in self.window[-last_n:]:
-            if r.draft == name:
-                prop += r.proposed
-                acc += r.accepted
-        return acc / prop if prop else None
-
 
 class AcceptanceTracker:
     """Accumulates :class:`RoundRecord` s; thread-safe."""

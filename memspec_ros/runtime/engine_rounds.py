@@ -41,6 +41,7 @@ class EngineTurn:
     def run(self, draft: str | None, handle: Any, k: int, counterfactual: bool) -> RoundOutcome:
         """One engine round; with ``counterfactual``, score every other resident draft on it."""
         state = self.state
+        context = len(state.token_ids)
         ctx_before = list(state.token_ids) if counterfactual else None
         stats = state.step(handle, k)
         emitted = state.token_ids[len(state.token_ids) - stats.emitted:]
@@ -60,7 +61,8 @@ class EngineTurn:
                             emitted_ids=list(emitted),
                             hidden=None if hidden is None else hidden.detach().float().cpu().numpy(),
                             draft_s=stats.draft_seconds, verify_s=stats.verify_seconds,
-                            catchup_tokens=stats.catchup_tokens, counterfactual=cf, counterfactual_s=cf_s,
+                            catchup_tokens=stats.catchup_tokens, context_tokens=context, counterfactual=cf,
+                            counterfactual_s=cf_s,
                             stats=stats)
 
     def finish(self, stopped: FinishReason | None) -> tuple[list[int], str, FinishReason]:

@@ -40,6 +40,8 @@ class RoundOutcome:
     draft_s: float
     verify_s: float
     catchup_tokens: int = 0
+    context_tokens: int = 0
+    """Tokens in the dialogue before the round (attention cost grows with them)."""
     counterfactual: dict[str, int] | None = None
     """Tokens each other resident draft would have had accepted (when asked for)."""
     counterfactual_s: float = 0.0

@@ -126,6 +126,8 @@ class RoundEvent:
     catchup_tokens: int
     resident: tuple[str, ...]
     loading: tuple[str, ...]
+    context_tokens: int = 0
+    """Dialogue tokens before the round (what the simulator's costs depend on)."""
 
 
 @dataclass
@@ -608,7 +610,8 @@ class DraftRuntime:
                 start=r_start - t_start, end=r_end - t_start, turn=turn_index, draft=used, proposed=out.proposed,
                 accepted=out.accepted, emitted=out.emitted, stall_s=stall, draft_s=out.draft_s,
                 verify_s=out.verify_s, extra_s=out.counterfactual_s, catchup_tokens=out.catchup_tokens,
-                resident=tuple(snap.resident), loading=tuple(snap.names_in(DraftState.LOADING))))
+                resident=tuple(snap.resident), loading=tuple(snap.names_in(DraftState.LOADING)),
+                context_tokens=out.context_tokens))
             if on_round is not None:
                 on_round(out.stats, turn.state)
             if stream is not None:

@@ -15,6 +15,7 @@ converts one into the other.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -64,3 +65,24 @@ def best_length(alpha: float, draft_step_s: float, verify_s: float, max_k: int) 
         if rate > best.tokens_per_s * (1.0 + 1e-9):
             best = LengthChoice(k, rate)
     return best
+
+
+def rate_at_k(rounds: Iterable[tuple[int, int]], k: int) -> float | None:
+    """The acceptance rate at proposal length ``k`` implied by ``(proposed, accepted)`` rounds.
+
+    Rounds of different lengths cannot be pooled as accepted/proposed: a round of 1 accepting
+    its token and a round of 4 accepting 1 measure the same per-token acceptance very
+    differently. Under the i.i.d. model each accepted token is a success and each round that
+    stopped short a failure, so ``alpha = successes / (successes + failures)`` (the maximum
+    likelihood estimate), which is then expressed at ``k``. None: no proposals.
+    """
+    successes = failures = 0
+    for proposed, accepted in rounds:
+        if proposed <= 0:
+            continue
+        successes += accepted
+        failures += accepted < proposed
+    if successes + failures == 0:
+        return None
+    alpha = successes / (successes + failures)
+    return (expected_emitted(alpha, k) - 1.0) / k

@@ -61,14 +61,15 @@ class StopStrings:
         """Index in ``text`` where the first stop string begins, or None.
 
         ``text`` is the turn's whole text so far; each call scans only what is new since the
-        previous call, plus the ``longest - 1`` characters before it (a stop string split
-        across rounds) and one more (the last character of the previous text may have been a
-        replacement character that a later token completed).
+        previous call, plus the ``longest`` characters before it (a stop string split across
+        rounds, and one more). Trailing replacement characters are not counted as scanned: an
+        unfinished multi-byte character shows as one per pending byte with byte-fallback
+        tokenizers and shrinks to one character when a later token completes it.
         """
         if not self.stops:
             return None
         start = max(0, self._scanned - self.longest)
-        self._scanned = len(text)
+        self._scanned = len(text.rstrip("\ufffd"))
         hits = [i for i in (text.find(s, start) for s in self.stops) if i >= 0]
         return min(hits) if hits else None
 

@@ -80,7 +80,7 @@ class TraceTurn:
         owner.context_len += e
         return RoundOutcome(draft=used, proposed=p, accepted=a, emitted_ids=list(turn.output_ids[pos: pos + e]),
                             hidden=hidden, draft_s=draft_s, verify_s=verify_s, catchup_tokens=catchup,
-                            counterfactual=cf,
+                            context_tokens=ctx, counterfactual=cf,
                             counterfactual_s=extra_s)
 
     def finish(self, stopped: FinishReason | None) -> tuple[list[int], str, FinishReason]:

@@ -44,7 +44,7 @@ def make_policy(name: str, *, predictor: DraftPredictor | Path | str | None = No
     if not cls.needs_predictor:
         predictor = None  # never read a predictor file a policy would not use
     elif predictor is None:
-        raise ValueError(f"policy {name!r} needs a predictor (train one with scripts/train_predictor.py)")
+        raise ValueError(f"policy {name!r} needs a predictor (train one with `memspec_build predictor`)")
     elif isinstance(predictor, (str, Path)):
         predictor = DraftPredictor.load(predictor, draft_names)
     if name == "static":

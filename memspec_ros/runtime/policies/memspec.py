@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..predictor import DraftPredictor
-from ..speculation_length import best_length, per_token_acceptance
+from ..speculation_length import best_length, per_token_acceptance, rate_at_k
 from .base import (
     Decision,
     Policy,
@@ -89,9 +89,12 @@ class _ManagedPolicy(Policy):
         window = view.acceptance.window[-self.evidence_rounds:]
         for n in view.resident:
             u = self.utility.get(n, 0.0)
-            prop = sum(r.proposed for r in window if r.draft == n)
-            acc = sum(r.accepted for r in window if r.draft == n)
-            score[n] = (u * self.prior_tokens + acc) / (self.prior_tokens + prop)
+            rounds = [(r.proposed, r.accepted) for r in window if r.draft == n]
+            prop = sum(p for p, _ in rounds)
+            # Rounds may have run shorter than k (dynamic length): compare in rate-at-k units.
+            observed = rate_at_k(rounds, view.k) if self.dynamic_k else (
+                sum(a for _, a in rounds) / prop if prop else None)
+            score[n] = u if observed is None else (u * self.prior_tokens + observed * prop) / (self.prior_tokens + prop)
         return score
 
     def _choose(self, view: PolicyView) -> Decision:
@@ -209,9 +212,11 @@ def predict_with_feedback(predictor: DraftPredictor, view: PolicyView, since_rou
     Drafts that failed to load get utility 0 (nothing will make them resident).
     """
     window = max(1, view.round_index - since_round)
+    recent = view.acceptance.window[-window:]
     observed = {}
     for n in view.catalogue.names:
-        rate = view.acceptance.recent_rate(n, window)
+        # Forecasts are rates at the configured k; rounds may have run shorter (dynamic length).
+        rate = rate_at_k([(r.proposed, r.accepted) for r in recent if r.draft == n], view.k)
         if rate is not None:
             observed[n] = rate
     if observed:
