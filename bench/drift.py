@@ -15,6 +15,7 @@ same minutes, not the machine's speed at calibration.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -29,10 +30,14 @@ class Drift:
     verify: float
     drafts: dict[str, float] = field(default_factory=dict)
     overall: float = 1.0
+    loading: float = 1.0
+    """Rounds that ran while a draft was loading, measured over modelled, relative to the others:
+    the loader's CPU work slows the decoding thread (a policy that loads a lot pays for it)."""
 
     def apply(self, cost: CostModel) -> CostModel:
-        """``cost`` with the target's compute (and overheads) scaled by ``verify``, each draft's by its own factor."""
-        return cost.compute_scaled(self.verify, self.drafts)
+        """``cost`` with the target's compute (and overheads) scaled by ``verify``, each draft's by its own
+        factor, and rounds during loads by ``loading``."""
+        return dataclasses.replace(cost.compute_scaled(self.verify, self.drafts), loading_factor=self.loading)
 
 
 def compute_drift(cost: CostModel, runs: Iterable[Sequence[GenerationReport]]) -> Drift | None:
@@ -45,18 +50,28 @@ def compute_drift(cost: CostModel, runs: Iterable[Sequence[GenerationReport]]) -
     real_verify = model_verify = 0.0
     real_draft: dict[str, float] = defaultdict(float)
     model_draft: dict[str, float] = defaultdict(float)
+    real_by_load = {True: 0.0, False: 0.0}
+    model_by_load = {True: 0.0, False: 0.0}
     for reports in runs:
         for report in reports:
             for ev in report.timeline:
                 # Charged as the simulator charges the same round (trace_rounds.py): at its context.
+                modelled = cost.verify(ev.proposed, ev.context_tokens)
                 real_verify += ev.verify_s
-                model_verify += cost.verify(ev.proposed, ev.context_tokens)
+                model_verify += modelled
                 if ev.draft is not None and ev.proposed > 0:
+                    proposal = cost.propose_at(ev.draft, ev.proposed, ev.catchup_tokens + 1, ev.context_tokens)
                     real_draft[ev.draft] += ev.draft_s
-                    model_draft[ev.draft] += cost.propose_at(ev.draft, ev.proposed, ev.catchup_tokens + 1,
-                                                             ev.context_tokens)
+                    model_draft[ev.draft] += proposal
+                    modelled += proposal
+                loading = bool(ev.loading)
+                real_by_load[loading] += ev.draft_s + ev.verify_s
+                model_by_load[loading] += modelled
     if model_verify <= 0:
         return None
     drafts = {d: real_draft[d] / model_draft[d] for d in model_draft if model_draft[d] > 0}
     overall = (real_verify + sum(real_draft.values())) / (model_verify + sum(model_draft.values()))
-    return Drift(verify=real_verify / model_verify, drafts=drafts, overall=overall)
+    loading = 1.0
+    if model_by_load[True] > 0 and model_by_load[False] > 0 and real_by_load[False] > 0:
+        loading = max(1.0, (real_by_load[True] / model_by_load[True]) / (real_by_load[False] / model_by_load[False]))
+    return Drift(verify=real_verify / model_verify, drafts=drafts, overall=overall, loading=loading)

@@ -126,7 +126,7 @@ def run_headline(bench: Bench) -> Headline:
         bench.progress.log(f"drift: the real rounds took {drift.overall:.3f}x the calibrated compute time "
                            f"(verification {drift.verify:.3f}x, drafts "
                            + ", ".join(f"{d} {x:.2f}x" for d, x in drift.drafts.items())
-                           + "); simulations use the rescaled cost model")
+                           + f"; rounds during a load {drift.loading:.3f}x); simulations use the rescaled cost model")
     simulated: dict[str, list[RunMeasure]] = {}
     with bench.progress.phase("1 headline (simulated)", len(bench.policies)) as step:
         for name in bench.policies:

@@ -193,7 +193,8 @@ def _simulator_section(r: Results) -> list[str]:
     if drift:
         drafts = ", ".join(f"{d} {x:.2f}x" for d, x in drift["drafts"].items())
         note += (f" The cost model was measured before the headline; its real rounds then took {drift['overall']:.3f}x "
-                 f"the calibrated compute time (verification {drift['verify']:.3f}x; drafts {drafts}), so every "
+                 f"the calibrated compute time (verification {drift['verify']:.3f}x; drafts {drafts}; rounds while a "
+                 f"draft was loading a further {drift.get('loading', 1.0):.3f}x), so every "
                  "simulation uses compute times rescaled by those factors (bench/drift.py): what is validated is "
                  "each policy's behaviour - drafts, rounds, stalls, loads, overheads - at the machine speed of the "
                  "run.")

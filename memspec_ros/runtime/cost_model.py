@@ -53,6 +53,9 @@ class CostModel:
     draft_slope_s: float = 0.0
     """Extra seconds per proposed token per context token (the draft's attention)."""
     round_overhead_s: float = 0.0
+    loading_factor: float = 1.0
+    """How much longer a round's draft and verification take while a draft load is in flight
+    (the loader's reading and materialisation share the process with the decoding thread)."""
     turn_overhead_s: float = 0.0
     tick_s: float = 0.0
     predictor_s: float = 0.0

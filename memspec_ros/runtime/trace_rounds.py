@@ -52,16 +52,17 @@ class TraceTurn:
         """The round the engine would run at this position, charged to the virtual clock."""
         owner, turn, pos, ctx = self._owner, self._turn, self._pos, self._owner.context_len
         cost, synced = owner.cost, owner.synced
+        slowed = cost.loading_factor if owner.pool is not None and owner.pool.names_in(DraftState.LOADING) else 1.0
         p, a, e = turn.round_at(draft, pos, k)
         used = draft if p > 0 else None  # the engine reports no draft for an empty proposal
         draft_s = 0.0
         catchup = 0
         if used is not None:
             seen = min(synced.get(used, 0), ctx - 1)
-            draft_s = cost.propose_at(used, p, ctx - seen, ctx)
+            draft_s = cost.propose_at(used, p, ctx - seen, ctx) * slowed
             catchup = max(0, ctx - seen - 1)  # context fed beyond the newest token, as real rounds report
             synced[used] = ctx + min(a, p - 1)
-        verify_s = cost.verify(p, ctx)
+        verify_s = cost.verify(p, ctx) * slowed
         extra_s = 0.0
         cf = None
         if counterfactual and p > 0:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -204,6 +205,12 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     slower = compute_drift(cost.compute_scaled(0.5, {d: 0.25 for d in drift.drafts}), [reports])
     assert slower.verify == pytest.approx(2.0) and all(x == pytest.approx(4.0) for x in slower.drafts.values())
     assert compute_drift(drift.apply(cost), [reports]).overall == pytest.approx(1.0)
+    assert drift.loading == pytest.approx(1.0) and drift.apply(cost).loading_factor == pytest.approx(1.0)
+    slowed = simulate(testbed.catalogue, bench.budget, bench.factory, "memspec", traces[0],
+                      dataclasses.replace(cost, loading_factor=3.0),
+                      bench.runtime_config())
+    plain = simulate(testbed.catalogue, bench.budget, bench.factory, "memspec", traces[0], cost, bench.runtime_config())
+    assert slowed.wall_s > plain.wall_s, "rounds during a load cost more when the model says so"
     assert cost.compute_scaled(0.5).load_s == cost.load_s, "loads are paced storage time, not compute"
     headline = Headline(real={**sims, TARGET_ONLY: [model_target_only(tr, cost) for tr in traces], **hf},
                         simulated=sims, timelines={"memspec": timeline}, hf_draft=hf_draft)

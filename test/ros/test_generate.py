@@ -25,7 +25,7 @@ from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
 from memspec_ros.ros.qos import REJECTIONS_QOS, RESIDENCY_LOG_QOS
 from memspec_ros.runtime.chat import ChatMessage as Message
-from memspec_ros.runtime.chat import ChatTurn, merged, render_ids
+from memspec_ros.runtime.chat import ChatTurn, fit_chat, merged, render_ids
 
 DIALOGUE = [("robot", ROBOT_PROMPT), ("code", CODE_PROMPT), ("math", MATH_PROMPT), ("legal", LEGAL_PROMPT)]
 LONG_PROMPTS = (CODE_PROMPT, LEGAL_PROMPT)
@@ -356,6 +356,33 @@ def test_a_chat_session_with_a_system_prompt_and_stop_strings_is_lossless(served
     as_prompt = gen.send(make_goal("USER: hi\nROBOT:", 4, session_id="chat-1"))
     assert as_prompt.wait_accepted() is False
     assert served["rejections"].wait_for(lambda m: "opened with messages" in m.data, timeout_s=10) is not None
+
+
+def test_the_persona_survives_a_window_slide(served, zoo_engine) -> None:
+    """A chat outgrowing the context window loses its oldest exchanges, never its system prompt:
+    every answer, before and after the slide, is the target's greedy continuation of what
+    ``fit_chat`` keeps (system prompt first), rendered with the chat template."""
+    gen = served["gen"]
+    system = "You are Ada, the lab robot. You always answer politely."
+    history: list[Message] = []
+    slid_at = None
+    for i in range(16):
+        user = f"Request {i}: please carry box {i} " + "to the far storage room " * 12
+        turn = ChatTurn((Message("user", user),), system if i == 0 else "")
+        fitted = fit_chat(zoo_engine, history, turn, 40)
+        call = gen.generate(make_goal(messages=[("user", user)], system_prompt=turn.system_prompt,
+                                      max_new_tokens=40, session_id="persona"), timeout_s=120)
+        assert call.succeeded, (i, call.result, served["node"].log())
+        greedy = zoo_engine.tokenizer.decode(zoo_engine.target_greedy(fitted.ids, 40), skip_special_tokens=True,
+                                             clean_up_tokenization_spaces=False)
+        assert call.result.text == greedy, (i, fitted.dropped)
+        assert fitted.messages[0] == Message("system", system)
+        history = [*fitted.messages, Message("assistant", call.result.text)]
+        if fitted.dropped and slid_at is None:
+            slid_at = i
+        if slid_at is not None and i > slid_at:  # the slide's turn and one after it
+            break
+    assert slid_at is not None, "the conversation never outgrew the window: make the messages longer"
 
 
 def test_a_drawn_seed_replays_the_same_sample(served) -> None:
