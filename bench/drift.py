@@ -64,7 +64,7 @@ def compute_drift(cost: CostModel, runs: Iterable[Sequence[GenerationReport]]) -
                     real_draft[ev.draft] += ev.draft_s
                     model_draft[ev.draft] += proposal
                     modelled += proposal
-                loading = bool(ev.loading)
+                loading = ev.load_in_flight  # the simulator's criterion too (trace_rounds.py)
                 real_by_load[loading] += ev.draft_s + ev.verify_s
                 model_by_load[loading] += modelled
     if model_verify <= 0:

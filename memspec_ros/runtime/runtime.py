@@ -128,6 +128,9 @@ class RoundEvent:
     loading: tuple[str, ...]
     context_tokens: int = 0
     """Dialogue tokens before the round (what the simulator's costs depend on)."""
+    load_in_flight: bool = False
+    """A draft was loading when the round started: its reading and, as it completes,
+    materialisation run beside the round (``loading`` is the state after the round)."""
 
 
 @dataclass
@@ -611,7 +614,8 @@ class DraftRuntime:
                 accepted=out.accepted, emitted=out.emitted, stall_s=stall, draft_s=out.draft_s,
                 verify_s=out.verify_s, extra_s=out.counterfactual_s, catchup_tokens=out.catchup_tokens,
                 resident=tuple(snap.resident), loading=tuple(snap.names_in(DraftState.LOADING)),
-                context_tokens=out.context_tokens))
+                context_tokens=out.context_tokens,
+                load_in_flight=bool(view.residency.names_in(DraftState.LOADING))))
             if on_round is not None:
                 on_round(out.stats, turn.state)
             if stream is not None:
