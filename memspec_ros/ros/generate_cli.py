@@ -113,13 +113,12 @@ def _chat(node: Node, args: argparse.Namespace) -> int:
     """The interactive loop on this terminal (or pipe), in one session."""
     client = GenerateClient(node, args.action)
     try:
-        if not client.wait_for_server(args.timeout):
-            print(f"error: no action server at {client.action_name} (is the node active?)", file=sys.stderr)
+        if not _server_ready(client, args.timeout):
             return 2
         tokens = SessionTokenFile()
         named = bool(args.session_id)
+        token = _known_token(tokens, client, args)
         session_id = args.session_id or new_session_id()
-        token = args.session_token or (tokens.get(client.action_name, session_id) if named else "")
         if token:
             client.session_tokens[session_id] = token
         args.session_id = session_id
@@ -140,6 +139,21 @@ def _chat(node: Node, args: argparse.Namespace) -> int:
         client.destroy()
 
 
+def _server_ready(client: GenerateClient, timeout_s: float) -> bool:
+    """Wait for the action server; say what to check when there is none."""
+    if client.wait_for_server(timeout_s):
+        return True
+    print(f"error: no action server at {client.action_name} (is the node active?)", file=sys.stderr)
+    return False
+
+
+def _known_token(tokens: SessionTokenFile, client: GenerateClient, args: argparse.Namespace) -> str:
+    """The session token to send: given on the command line, or remembered from an earlier run."""
+    if args.session_token:
+        return args.session_token
+    return tokens.get(client.action_name, args.session_id) if args.session_id else ""
+
+
 class _Prepended:
     """A line stream that yields some lines first (the positional text of ``--chat "..."``)."""
 
@@ -155,13 +169,10 @@ class _Prepended:
 def _generate(node: Node, args: argparse.Namespace) -> int:
     client = GenerateClient(node, args.action)
     try:
-        if not client.wait_for_server(args.timeout):
-            print(f"error: no action server at {client.action_name} (is the node active?)", file=sys.stderr)
+        if not _server_ready(client, args.timeout):
             return 2
         tokens = SessionTokenFile()
-        session_token = args.session_token or (tokens.get(client.action_name, args.session_id)
-                                               if args.session_id else "")
-        goal = goal_from_args(args, session_token)
+        goal = goal_from_args(args, _known_token(tokens, client, args))
         call = client.send(goal, on_feedback=lambda f: (sys.stdout.write(f.delta), sys.stdout.flush()))
         if not call.wait_accepted(args.timeout):
             print("error: goal rejected (the reason is on /memspec/goal_rejections and in the node log)",

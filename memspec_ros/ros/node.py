@@ -590,20 +590,22 @@ class MemSpecNode(LifecycleNode):
                           ) -> ResetSession.Response:
         """Forget a session's context, keep its id and token (owner only; not while a goal holds it)."""
         problem = self.dialogues.reset(request.session_id, request.session_token)
-        response.success = problem is None
-        response.message = problem or f"session {echo(request.session_id)} reset: its next goal starts a fresh context"
-        if problem is None:
-            self.get_logger().info(f"session {echo(request.session_id)} reset by its owner")
-        return response
+        return self._owner_reply(response, request.session_id, problem, "reset",
+                                 ": its next goal starts a fresh context")
 
     def _on_close_session(self, request: CloseSession.Request, response: CloseSession.Response
                           ) -> CloseSession.Response:
         """Drop a session and its file (owner only; not while a goal holds it)."""
         problem = self.dialogues.close(request.session_id, request.session_token)
+        return self._owner_reply(response, request.session_id, problem, "closed")
+
+    def _owner_reply(self, response: ResetSession.Response | CloseSession.Response, session_id: str,
+                     problem: str | None, done: str, detail: str = "") -> ResetSession.Response | CloseSession.Response:
+        """Answer an owner's session request: the refusal's reason, or what was done (also logged)."""
         response.success = problem is None
-        response.message = problem or f"session {echo(request.session_id)} closed"
+        response.message = problem or f"session {echo(session_id)} {done}{detail}"
         if problem is None:
-            self.get_logger().info(f"session {echo(request.session_id)} closed by its owner")
+            self.get_logger().info(f"session {echo(session_id)} {done} by its owner")
         return response
 
     def _on_list_sessions(self, request: ListSessions.Request, response: ListSessions.Response
