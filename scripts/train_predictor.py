@@ -45,12 +45,10 @@ def main() -> int:
 
     import torch
 
-    from memspec_ros.core.engine import SpeculativeEngine
-    from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
-    from memspec_ros.core.proposer import DraftProposer
-    from memspec_ros.runtime.catalogue import Catalogue, zoo_fingerprint
+    from memspec_ros.runtime.catalogue import zoo_fingerprint
     from memspec_ros.runtime.catalogue_file import load_catalogue_file, write_catalogue_file
     from memspec_ros.runtime.predictor_training import train_predictor
+    from memspec_ros.runtime.recording_models import load_recording_models
     from memspec_ros.runtime.traces import DialogueTrace, record_dialogue
     from memspec_ros.runtime.workload import multi_domain_dialogues
     from training.corpora.build import corpus_path
@@ -62,12 +60,8 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     out = args.out or args.zoo / "predictor.safetensors"
     models = load_catalogue_file(args.zoo)
-    catalogue = Catalogue.from_file(models)
-    tok = load_tokenizer(models.target)
-    target = load_causal_lm(models.target)
-    engine = SpeculativeEngine(target, tok)
-    drafts = {s.name: load_causal_lm(s.path) for s in catalogue}
-    proposers = {n: DraftProposer(m, n) for n, m in drafts.items()}
+    loaded = load_recording_models(models)
+    engine, catalogue, drafts, target = loaded.engine, loaded.catalogue, loaded.drafts, loaded.engine.target
 
     # Training prompts: training-split documents only (never models/heldout).
     rng = random.Random(args.seed)
@@ -78,10 +72,6 @@ def main() -> int:
         prompts[domain] = make_prompts([d[:24_000] for d in docs[: args.docs_per_domain]], n=48)
     sessions = multi_domain_dialogues(prompts, sessions=args.sessions, turns=args.turns,
                                      max_new_tokens=args.max_new_tokens, seed=args.seed)
-
-    def helper(turn):  # the domain's own draft makes the greedy run faster; output is the same
-        spec = catalogue.by_domain(turn.domain) if turn.domain else None
-        return proposers[spec.name] if spec else None
 
     fingerprint = zoo_fingerprint([models.target, *(s.path for s in catalogue)])
     args.trace_dir.mkdir(parents=True, exist_ok=True)
@@ -94,7 +84,7 @@ def main() -> int:
             if [t.prompt for t in tr.turns] == [t.prompt for t in turns] and set(tr.drafts) == set(catalogue.names):
                 traces.append(tr)
                 continue
-        tr = record_dialogue(engine, drafts, turns, name=f"train-{i:03d}", helper=helper, k=args.k)
+        tr = record_dialogue(engine, drafts, turns, name=f"train-{i:03d}", helper=loaded.helper, k=args.k)
         tr.save(path)
         traces.append(tr)
         print(f"[trace] {i + 1}/{len(sessions)} {tr.generated_tokens} tokens "

@@ -130,22 +130,15 @@ def _prompts(paths: dict[str, Path], settings: PredictorSettings, rng: random.Ra
 def _train(layout: OutputLayout, built: BuildInputs, settings: PredictorSettings, models: str) -> dict[str, object]:
     import torch
 
-    from memspec_ros.core.engine import SpeculativeEngine
-    from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
-    from memspec_ros.core.proposer import DraftProposer
-    from memspec_ros.runtime.catalogue import Catalogue
     from memspec_ros.runtime.predictor_training import train_predictor
+    from memspec_ros.runtime.recording_models import load_recording_models
     from memspec_ros.runtime.traces import DialogueTrace, record_dialogue
     from memspec_ros.runtime.workload import multi_domain_dialogues
 
     catalogue_file = built.catalogue
-    catalogue = Catalogue.from_file(catalogue_file)
     torch.manual_seed(settings.seed)
-    tok = load_tokenizer(catalogue_file.target)
-    target = load_causal_lm(catalogue_file.target)
-    engine = SpeculativeEngine(target, tok)
-    drafts = {s.name: load_causal_lm(s.path) for s in catalogue}
-    proposers = {n: DraftProposer(m, n) for n, m in drafts.items()}
+    loaded = load_recording_models(catalogue_file)
+    engine, catalogue, drafts, target = loaded.engine, loaded.catalogue, loaded.drafts, loaded.engine.target
 
     rng = random.Random(settings.seed)
     train_prompts = _prompts({d: layout.train_split(d) for d in built.domains}, settings, rng)
@@ -157,10 +150,6 @@ def _train(layout: OutputLayout, built: BuildInputs, settings: PredictorSettings
                                             max_new_tokens=settings.max_new_tokens, seed=settings.seed)
     val_sessions = multi_domain_dialogues(val_prompts, sessions=settings.validation_sessions, turns=settings.turns,
                                           max_new_tokens=settings.max_new_tokens, seed=settings.seed + 1)
-
-    def helper(turn):  # the domain's own draft speeds the greedy run up; the output is the same
-        spec = catalogue.by_domain(turn.domain) if turn.domain else None
-        return proposers[spec.name] if spec else None
 
     layout.traces.mkdir(parents=True, exist_ok=True)
     # traces depend on the models and the workload, not on the budget: a rerun with more time reuses them
@@ -179,7 +168,8 @@ def _train(layout: OutputLayout, built: BuildInputs, settings: PredictorSettings
             if path.exists():
                 trace = DialogueTrace.load(path)
             else:
-                trace = record_dialogue(engine, drafts, turns, name=f"{kind}-{i:03d}", helper=helper, k=settings.k)
+                trace = record_dialogue(engine, drafts, turns, name=f"{kind}-{i:03d}", helper=loaded.helper,
+                                        k=settings.k)
                 trace.save(path)
             traces.append(trace)
             bar.update()
