@@ -106,8 +106,13 @@ def measure_load_times(testbed: Testbed, storage: StorageModel, repeats: int = 2
 
 
 def calibrate(testbed: Testbed, session: ScriptedDialogue, context: DialogueTraces, *, ratio: float, budget: Budget,
-              k: int, check_interval: int, repeats: int, factory: PolicyFactory) -> Calibration:
-    """Run steps 1-5 of the module docstring on ``session``; ``context`` gives realistic tokens to time on."""
+              k: int, check_interval: int, repeats: int, factory: PolicyFactory,
+              storage: StorageModel | None = None) -> Calibration:
+    """Run steps 1-5 of the module docstring on ``session``; ``context`` gives realistic tokens to time on.
+
+    ``storage``: keep this emulated storage instead of choosing the bandwidth for ``ratio`` (the
+    same device measured at another thread count: the flash does not speed up with the CPU).
+    """
     t0 = time.perf_counter()
     # Proposal and verify times from real engine rounds on the calibration prompts, not from
     # micro-benchmarks alone: with warm caches those were off by up to ~10% in either direction
@@ -127,8 +132,9 @@ def calibrate(testbed: Testbed, session: ScriptedDialogue, context: DialogueTrac
         static.close()
     mean_size = statistics.fmean(s.stored_bytes for s in testbed.catalogue)  # bytes a load reads
     materialize_s = statistics.fmean(unthrottled.values())
-    read_s = max(1e-3, ratio * round_s - materialize_s)
-    storage = StorageModel(bandwidth_bytes_per_s=mean_size / read_s)
+    if storage is None:
+        read_s = max(1e-3, ratio * round_s - materialize_s)
+        storage = StorageModel(bandwidth_bytes_per_s=mean_size / read_s)
     cost = cost.with_loads(measure_load_times(testbed, storage))
     config = RuntimeConfig(k=k, check_interval=check_interval, storage=storage)
     rt = DraftRuntime(testbed.engine, testbed.catalogue, budget, factory("memspec"), config,

@@ -52,8 +52,12 @@ class BenchConfig:
     load_round_ratio: float = 2.7
     k: int = 4
     check_interval: int = 4
-    threads: int = 1
-    """torch intra-op threads for decoding; the loader thread uses the other core."""
+    threads: int = 0
+    """torch intra-op threads for decoding; 0 = auto, the node's default (``num_threads: 0``): the
+    count :func:`memspec_ros.runtime.thread_choice.choose_threads` picks on this machine."""
+    beside_threads: tuple[int, ...] | None = None
+    """Thread counts whose experiment 1 (real runs and simulation) is reported beside the headline's;
+    ``None``: every other count the node's auto setting would consider on this machine; empty: none."""
     cost_repeats: int = 15
     """Repeats of each micro-benchmark that feeds the simulator's cost model."""
 
@@ -75,6 +79,11 @@ class BenchConfig:
         knobs.K.check(self.k)
         knobs.CHECK_INTERVAL.check(self.check_interval)
         knobs.BUDGET_DRAFTS.check(self.budget_drafts)
+        knobs.NUM_THREADS.check(self.threads)
+        for threads in self.beside_threads or ():
+            knobs.NUM_THREADS.check(threads)
+            if threads == 0:
+                raise ValueError("beside_threads are thread counts (>= 1); 0 (auto) is the headline's")
         for interval in self.check_intervals:
             knobs.CHECK_INTERVAL.check(interval)
         for budget in self.budgets:
@@ -86,7 +95,8 @@ class BenchConfig:
         """The ``--quick`` preset: the same experiments on less data."""
         base = {"mode": "quick", "sessions": 3, "turns": 4, "max_new_tokens": 48, "cost_repeats": 7,
                 "check_intervals": (1, 2, 4, 8, 16), "budgets": (1, 2, 3, 4, None),
-                "ratios": (0.5, 1.0, 2.7, 4.0, 8.0), "lengths": (1, 2, 3, 4), "catalogue_sizes": (6, 24)}
+                "ratios": (0.5, 1.0, 2.7, 4.0, 8.0), "lengths": (1, 2, 3, 4), "catalogue_sizes": (6, 24),
+                "beside_threads": ()}
         base.update(overrides)
         return cls(**base)  # type: ignore[arg-type]
 
@@ -116,6 +126,8 @@ class BenchConfig:
                            ("check_interval", "--check-interval"), ("threads", "--threads"), ("seed", "--seed")):
             if getattr(self, name) != getattr(defaults, name):
                 parts.append(f"{flag} {getattr(self, name)}")
+        if self.beside_threads != defaults.beside_threads:
+            parts.append("--beside-threads " + (",".join(map(str, self.beside_threads or ())) or "none"))
         if self.policies:
             parts.append("--policies " + ",".join(self.policies))
         if self.carry_context:

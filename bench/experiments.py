@@ -92,8 +92,11 @@ def _rotated(names: Sequence[str], i: int) -> list[str]:
     return [*names[i:], *names[:i]]
 
 
-def run_headline(bench: Bench) -> Headline:
-    """Experiment 1: real runs of every configuration on every session, then their simulation."""
+def run_headline(bench: Bench, label: str = "") -> Headline:
+    """Experiment 1: real runs of every configuration on every session, then their simulation.
+
+    ``label`` names the setting in the progress lines (another thread count: :mod:`bench.thread_settings`).
+    """
     cfg, tb = bench.cfg, bench.testbed
     sessions, traces = bench.workload.sessions, bench.traces
     hf_draft = best_single_draft(traces, tb.catalogue.names, bench.calibration.cost, cfg.k)
@@ -104,7 +107,7 @@ def run_headline(bench: Bench) -> Headline:
     config = bench.runtime_config()
     policy_reports: list[list] = []
     warm_up_hf(tb, traces[0], hf_draft, cfg.k)  # transformers' first generate() call initialises lazily
-    with bench.progress.phase("1 headline (real runs)", len(configs) * len(sessions)) as step:
+    with bench.progress.phase(f"1 headline{label} (real runs)", len(configs) * len(sessions)) as step:
         for i, (session, trace) in enumerate(zip(sessions, traces, strict=True)):
             for name in _rotated(configs, i):
                 if name == TARGET_ONLY:
@@ -128,7 +131,7 @@ def run_headline(bench: Bench) -> Headline:
                            + ", ".join(f"{d} {x:.2f}x" for d, x in drift.drafts.items())
                            + f"; rounds during a load {drift.loading:.3f}x); simulations use the rescaled cost model")
     simulated: dict[str, list[RunMeasure]] = {}
-    with bench.progress.phase("1 headline (simulated)", len(bench.policies)) as step:
+    with bench.progress.phase(f"1 headline{label} (simulated)", len(bench.policies)) as step:
         for name in bench.policies:
             simulated[name] = [simulate(tb.catalogue, bench.budget, bench.factory, name, tr, bench.calibration.cost,
                                         config) for tr in traces]

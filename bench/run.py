@@ -48,7 +48,11 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     ap.add_argument("--ratio", type=float, dest="load_round_ratio", help="load time / round time (headline)")
     ap.add_argument("--k", type=int)
     ap.add_argument("--check-interval", type=int)
-    ap.add_argument("--threads", type=int)
+    ap.add_argument("--threads", type=int,
+                    help="torch threads for the headline (default 0 = auto, the node's default: measured here)")
+    ap.add_argument("--beside-threads", metavar="N,N|none",
+                    help="thread counts whose experiment 1 is reported beside the headline (default: every other "
+                         "count auto considers on this machine; the quick preset: none)")
     ap.add_argument("--seed", type=int)
     ap.add_argument("--policies", help="comma-separated subset of the runtime's policies (default: all)")
     ap.add_argument("--carry-context", action="store_true", default=None,
@@ -56,7 +60,14 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     args = vars(ap.parse_args(argv))
     quick = args.pop("quick")
     policies = args.pop("policies")
+    beside = args.pop("beside_threads")
     overrides: dict[str, Any] = {k: v for k, v in args.items() if v is not None}
+    if beside is not None:
+        try:
+            overrides["beside_threads"] = () if beside.strip() == "none" else tuple(
+                int(t) for t in beside.split(",") if t.strip())
+        except ValueError:
+            ap.error(f"--beside-threads takes thread counts like 1,2 or 'none', got {beside!r}")
     if policies:
         overrides["policies"] = tuple(p.strip() for p in policies.split(",") if p.strip())
     try:
@@ -68,6 +79,7 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
 def run(cfg: BenchConfig, progress: Progress) -> Path:
     """Run everything; returns the path of ``results.json``."""
     from memspec_ros.runtime import POLICY_NAMES, Budget
+    from memspec_ros.runtime.thread_choice import choose_threads
     from memspec_ros.runtime.workload import load_prompts
 
     from .calibration import calibrate
@@ -80,6 +92,7 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
     from .scaling import catalogue_scaling, dialogue_length_scaling
     from .split import load_training_prompts
     from .testbed import load_testbed
+    from .thread_settings import beside_counts, run_at_threads, thread_settings
     from .trace_cache import session_traces
     from .workloads import build_workload
 
@@ -92,7 +105,13 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
     progress.log(f"{cfg.mode} run -> {out_dir}; {cfg.command}")
 
     load = {"start": os.getloadavg()[0]}  # other work on the machine disturbs every timing
-    testbed = load_testbed(cfg.catalogue, cfg.threads)
+    testbed = load_testbed(cfg.catalogue, cfg.threads or None)
+    choice = None
+    if cfg.threads == 0:  # the node's default: measure, as its configure does
+        choice = choose_threads(testbed.engine, testbed.catalogue, Budget.drafts(cfg.budget_drafts),
+                                testbed.materialize, cfg.k)
+        testbed.threads = choice.threads
+        progress.log(f"threads: auto (the node's default) -> {choice.describe()}")
     if not cfg.prompts_file.is_file():
         raise SystemExit(f"prompts file {cfg.prompts_file} does not exist: pass --prompts with held-out prompts "
                          "of the catalogue's domains")
@@ -128,6 +147,7 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
                   factory=factory, policies=policies, progress=progress)
 
     headline = run_headline(bench)
+    beside = {t: run_at_threads(bench, t) for t in beside_counts(cfg.beside_threads, testbed.threads)}
     load["after_real_runs"] = os.getloadavg()[0]
     experiments = {"ablation": ablation(bench, headline), **run_sweeps(bench),
                    "oracle_granularity": oracle_granularity(bench, headline)}
@@ -137,6 +157,7 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
         experiments["scaling"]["dialogue_length"] = dialogue_length_scaling(bench, max(cfg.catalogue_sizes))
         step("dialogue length")
     results = assemble_results(bench, headline, experiments, training, created, load_average=load)
+    results["thread_settings"] = thread_settings(bench, headline, choice, beside)
     targets = results["targets"]
     problems = shape_problems(results, require_all_configs=not cfg.policies)
     if problems:

@@ -36,6 +36,7 @@ class Testbed:
     fingerprint: str
     """Hash of the target's and drafts' weights: cached traces are only valid for it."""
     threads: int
+    """torch intra-op threads the headline decodes with."""
 
     @property
     def drafts(self) -> dict[str, torch.nn.Module]:
@@ -52,8 +53,10 @@ class Testbed:
         return sum(p.stat().st_size for p in self.target_path.glob("*.safetensors"))
 
 
-def load_testbed(catalogue: Path, threads: int) -> Testbed:
-    """Load a catalogue's target and drafts (a file or its folder), with ``threads`` torch threads for decoding."""
+def load_testbed(catalogue: Path, threads: int | None) -> Testbed:
+    """Load a catalogue's target and drafts (a file or its folder), with ``threads`` torch threads for decoding.
+
+    ``None`` leaves torch's count (the caller may then choose one by measurement and set ``threads``)."""
     configure_threads(threads)
     try:
         models = load_catalogue_file(catalogue)
@@ -69,4 +72,4 @@ def load_testbed(catalogue: Path, threads: int) -> Testbed:
     fingerprint = zoo_fingerprint([models.target, *(s.path for s in catalogue)])
     return Testbed(catalogue_file=models.source, target_path=models.target, engine=engine, catalogue=catalogue,
                    proposers=proposers, materialize=materialize, predictor_path=models.predictor,
-                   fingerprint=fingerprint, threads=threads)
+                   fingerprint=fingerprint, threads=threads or torch.get_num_threads())

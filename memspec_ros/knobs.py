@@ -55,6 +55,9 @@ CHECK_INTERVAL = KnobBound("check_interval", 1, 64)
 BUDGET_DRAFTS = KnobBound("budget_drafts", 0, 64)
 """Memory budget as a number of the largest drafts (0: a byte budget is used instead)."""
 
+NUM_THREADS = KnobBound("num_threads", 0, 256)
+"""torch intra-op threads for decoding; 0 = auto (measured at configure, see core/thread_tuning)."""
+
 BUDGET_BYTES = KnobBound("budget_bytes", 0, 2**62)
 """Memory budget in bytes."""
 

@@ -36,8 +36,9 @@ def _common(parser: argparse.ArgumentParser, budget: float, budget_help: str) ->
     parser.add_argument("--time-budget-s", type=_positive(float), default=budget, help=budget_help)
     parser.add_argument("--k", type=_positive(int), default=4, help="draft tokens per speculative round (default 4)")
     parser.add_argument("--threads", type=_positive(int), default=None,
-                        help="torch threads (default: torch's choice, like the node's num_threads: 0); step "
-                             "times, hence the draft size, depend on it")
+                        help="torch threads for training and for timing (default: torch's, one per core); step "
+                             "times, hence the draft size, depend on it: to size drafts for a node with a "
+                             "fixed num_threads, pass that count")
     parser.add_argument("--force", action="store_true", help="redo steps that finished before")
 
 

@@ -15,13 +15,14 @@ import torch
 from memspec_ros.core.engine import SpeculativeEngine
 from memspec_ros.core.errors import InvalidRequestError, ModelLoadError, VocabularyMismatchError
 from memspec_ros.core.model_loading import configure_threads, load_causal_lm, load_tokenizer
-from memspec_ros.core.thread_tuning import ThreadChoice, fastest_thread_count
+from memspec_ros.core.thread_tuning import ThreadChoice
 from memspec_ros.ros.parameters import DTYPES, ConfigError, NodeConfig
 from memspec_ros.runtime.catalogue import Budget, Catalogue, CatalogueError, DraftSpec
 from memspec_ros.runtime.model_set_checks import ModelSetError, check_draft, check_predictor
 from memspec_ros.runtime.policies import Policy, make_policy
 from memspec_ros.runtime.runtime import DraftRuntime, RuntimeConfig, make_materializer
 from memspec_ros.runtime.storage import StorageModel
+from memspec_ros.runtime.thread_choice import choose_threads
 
 _DTYPES = {name: getattr(torch, name) for name in DTYPES}
 
@@ -119,18 +120,3 @@ def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> Buil
     runtime = DraftRuntime(engine, catalogue, budget, policy, runtime_config(config), materialize=materialize)
     return BuiltRuntime(runtime=runtime, unusable=unusable, threads=threads)
 
-
-def choose_threads(engine: SpeculativeEngine, catalogue: Catalogue, budget: Budget, materialize,
-                   k: int) -> ThreadChoice:
-    """``num_threads: 0``: time speculative rounds with a draft of the catalogue at each thread count.
-
-    The general draft if the budget admits it, else the smallest draft it admits, else target-only
-    rounds: the measurement must not hold more draft memory than the node is allowed to. The draft
-    is materialised for the measurement only and dropped before the runtime loads its working set.
-    """
-    fitting = [s for s in catalogue if budget.admits([s.size_bytes])]
-    spec = next((s for s in fitting if s.domain in ("general", "mixed")),
-                min(fitting, key=lambda s: s.size_bytes) if fitting else None)
-    proposer = materialize(spec, [bytearray(f.read_bytes()) for f in spec.weight_files]) if spec else None
-    prompt = engine.encode("The robot looked at the table and said")
-    return fastest_thread_count(engine, proposer, prompt, k=k)

@@ -107,6 +107,25 @@ def test_default_inputs_are_the_bundled_zoo_and_its_heldout_prompts() -> None:
     assert parse_args([f"--catalogue={ZOO}"]).bundled  # the folder names the same file
 
 
+def test_thread_options_default_to_the_nodes_auto_setting() -> None:
+    from bench.run import parse_args
+    from bench.thread_settings import beside_counts
+
+    full, quick = parse_args([]), parse_args(["--quick"])
+    assert full.threads == 0 and quick.threads == 0  # num_threads: 0, the node's default
+    assert full.beside_threads is None and quick.beside_threads == ()
+    cfg = parse_args(["--threads", "2", "--beside-threads", "1,4"])
+    assert cfg.threads == 2 and cfg.beside_threads == (1, 4)
+    assert "--threads 2" in cfg.command and "--beside-threads 1,4" in cfg.command
+    assert parse_args(["--beside-threads", "none"]).beside_threads == ()
+    assert "--beside-threads none" in parse_args(["--beside-threads", "none"]).command
+    assert beside_counts((1, 2, 4), 2) == [1, 4]
+    assert 1 not in beside_counts(None, 1)
+    for bad in (["--threads", "-1"], ["--beside-threads", "0"], ["--beside-threads", "two"]):
+        with pytest.raises(SystemExit):
+            parse_args(bad)
+
+
 def test_catalogue_options_reach_the_configuration(tmp_path: Path) -> None:
     from bench.run import parse_args
 
@@ -163,9 +182,11 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     from bench.sim_runs import model_target_only, simulate
     from bench.split import load_training_prompts
     from bench.testbed import load_testbed
+    from bench.thread_settings import thread_settings
     from bench.timeline import session_timeline
     from bench.trace_cache import session_traces
     from bench.workloads import build_workload
+    from memspec_ros.core.thread_tuning import ThreadChoice
     from memspec_ros.runtime import POLICY_NAMES, CostModel, StorageModel
 
     cfg = BenchConfig.quick(sessions=2, turns=3, max_new_tokens=10, check_intervals=(2, 4), budgets=(1, None),
@@ -218,6 +239,9 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
                    "scaling": {"catalogue_size": catalogue_scaling(bench, (6, 12)),
                                "dialogue_length": dialogue_length_scaling(bench, 12)}}
     results = assemble_results(bench, headline, experiments, training, "test")
+    # The headline at the auto-chosen count, another count beside it (here the same runs: shape only).
+    choice = ThreadChoice(threads=1, round_s={1: 0.02, 2: 0.025})
+    results["thread_settings"] = thread_settings(bench, headline, choice, {2: (headline, cal)})
 
     assert shape_problems(results) == []
     path = write_results(results, tmp_path)
@@ -248,6 +272,13 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     assert scaling["dialogue_length"]["context_used"] <= scaling["dialogue_length"]["context_window"]
     report = render_report(loaded)
     assert "## Experiment 7: scaling" in report
+    ts = loaded["thread_settings"]
+    assert ts["headline_threads"] == 1 and ts["auto"] and [s["threads"] for s in ts["settings"]] == [1, 2]
+    for st in ts["settings"]:
+        assert set(POLICY_NAMES) <= set(st["simulator_validation"])
+        assert st["simulator_worst"]["within_tolerance"]  # simulated against itself: no error
+        assert st["memspec_vs"]["target-only"] > 0
+    assert "## Thread settings" in report and "chose 1 thread(s)" in report and "| 2 |" in report
     for heading in ("## Configuration", "## Reproduce", "## Targets", "## Experiment 1", "## Experiment 2",
                     "## Experiments 3-6", "## Simulator vs real", "## Workload and the predictor split"):
         assert heading in report

@@ -1,0 +1,110 @@
+"""Four domain corpora from text on this machine that the bundled zoo never used.
+
+The worked example of ``docs/own_models.md`` needs what a robot team would have: a few
+corpora of the topics its robot talks about. Offline, this machine has:
+
+| domain | source |
+|---|---|
+| changelog | Debian package changelogs (``/usr/share/doc/*/changelog.Debian.gz``) |
+| cpp | the C++ headers shipped in torch's wheel (generated ``ATen/ops`` headers skipped) |
+| manual | English manual pages (sections 1, 5 and 8), rendered to plain text by ``man`` |
+| perl | Perl modules (``*.pm``) with their POD documentation |
+
+The zoo's corpora are the CPython standard library, Debian licences and copyright files,
+sympy problems, a robot dialogue grammar and fortunes: none of these sources. Each corpus is
+split by document into a **pretraining** half (to train the example's target, standing in for
+the text a real target was pretrained on) and a **build** half (what the team hands to
+``memspec_build``), so the drafts are distilled on text the target did not see.
+
+    python examples/own_models/make_corpora.py --out /tmp/own_models
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import random
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+MAX_DOC_CHARS = 6000
+"""Long files are cut: a corpus of many documents teaches more than a few huge ones."""
+
+
+def _changelog(path: Path) -> str:
+    return gzip.open(path, "rt", encoding="utf-8").read()
+
+
+def _manual(path: Path) -> str:
+    env = {**os.environ, "MANWIDTH": "80", "LANG": "C.UTF-8"}
+    rendered = subprocess.run(["man", "-l", str(path)], capture_output=True, env=env, timeout=30, check=True)
+    return subprocess.run(["col", "-bx"], input=rendered.stdout, capture_output=True, timeout=30,
+                          check=True).stdout.decode("utf-8")
+
+
+def _source_file(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def _files() -> dict[str, tuple[list[Path], Callable[[Path], str]]]:
+    import torch  # the wheel's include folder
+
+    headers = [p for p in (Path(torch.__file__).parent / "include").rglob("*.h") if "ATen/ops" not in p.as_posix()]
+    perl = {p.resolve() for root in ("/usr/share/perl", "/usr/lib/x86_64-linux-gnu/perl", "/usr/share/perl5",
+                                     "/usr/lib/x86_64-linux-gnu/perl-base") for p in Path(root).rglob("*.pm")}
+    manuals = [p for s in ("man1", "man5", "man8") for p in Path("/usr/share/man", s).glob("*.gz")]
+    return {"changelog": (list(Path("/usr/share/doc").glob("*/changelog.Debian.gz")), _changelog),
+            "cpp": (headers, _source_file),
+            "manual": (manuals, _manual),
+            "perl": (list(perl), _source_file)}
+
+
+def collect(paths: list[Path], read: Callable[[Path], str], max_chars: int, seed: int) -> list[str]:
+    """Distinct documents, cut to ``MAX_DOC_CHARS``, from files in a seeded random order, up to
+    ``max_chars``. Files that are not UTF-8 (a few are Latin-1) or fail to render are skipped."""
+    paths = sorted(paths)
+    random.Random(seed).shuffle(paths)
+    docs, seen, total = [], set(), 0
+    for path in paths:
+        if total >= max_chars:
+            break
+        try:
+            text = read(path).strip()[:MAX_DOC_CHARS]
+        except (UnicodeDecodeError, subprocess.SubprocessError, OSError):
+            continue
+        digest = hashlib.sha1(text.encode()).hexdigest()
+        if len(text) > 200 and digest not in seen:
+            seen.add(digest)
+            docs.append(text)
+            total += len(text)
+    return docs
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write ``<out>/pretraining/<domain>.jsonl`` and ``<out>/corpora/<domain>.jsonl``."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--chars-per-domain", type=int, default=3_000_000)
+    args = ap.parse_args(argv)
+    for sub in ("pretraining", "corpora"):
+        (args.out / sub).mkdir(parents=True, exist_ok=True)
+    for seed, (domain, (paths, read)) in enumerate(_files().items()):
+        docs = collect(paths, read, args.chars_per_domain, seed)
+        halves = {"pretraining": docs[0::2], "corpora": docs[1::2]}
+        for sub, part in halves.items():
+            with open(args.out / sub / f"{domain}.jsonl", "w", encoding="utf-8") as fh:
+                for text in part:
+                    fh.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
+        print(f"{domain}: {len(docs)} documents, {sum(map(len, docs)) / 1e6:.2f} M characters "
+              f"({len(halves['pretraining'])} for the target, {len(halves['corpora'])} for memspec_build)",
+              file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,118 @@
+"""Train the worked example's target: a small GPT-2 with its own byte-level BPE tokenizer.
+
+A robot team brings a target it already has; this script only makes one for the worked
+example of ``docs/own_models.md``, so that the example's target shares nothing with the
+bundled zoo: another architecture (GPT-2: learned positions, LayerNorm, GELU, fused QKV),
+another tokenizer (8192 tokens, trained here) and other text (``make_corpora.py``'s
+pretraining half). The result is a plain Hugging Face folder (``config.json``,
+``model.safetensors``, tokenizer files), what ``memspec_build drafts --target`` expects.
+
+    python examples/own_models/train_target.py --data /tmp/own_models/pretraining \\
+        --out /tmp/own_models/target --minutes 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+EOS = "<|endoftext|>"
+
+
+def read_documents(folder: Path) -> dict[str, list[str]]:
+    """``<domain>.jsonl`` files -> the documents of each domain."""
+    return {p.stem: [json.loads(line)["text"] for line in p.open(encoding="utf-8")]
+            for p in sorted(folder.glob("*.jsonl"))}
+
+
+def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """Byte-level BPE (GPT-2's scheme, not its vocabulary): every byte sequence stays encodable."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, bos_token=EOS, unk_token=EOS,
+                                   model_max_length=512)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Tokenizer, then next-token training on equally weighted domains until ``--minutes``."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, required=True, help="folder of <domain>.jsonl pretraining text")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--minutes", type=float, default=40.0)
+    ap.add_argument("--vocab", type=int, default=8192)
+    ap.add_argument("--hidden", type=int, default=384)
+    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--seq-len", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--bf16", action="store_true",
+                    help="bf16 autocast (on the 2-core test machine it halved GPT-2's training speed: measure)")
+    args = ap.parse_args(argv)
+    torch.manual_seed(0)
+    rng = random.Random(0)
+    docs = read_documents(args.data)
+    tokenizer = train_tokenizer([t for texts in docs.values() for t in texts], args.vocab)
+    streams = {}
+    for domain, texts in docs.items():
+        ids: list[int] = []
+        for text in texts:
+            ids += tokenizer(text)["input_ids"] + [tokenizer.eos_token_id]
+        streams[domain] = torch.tensor(ids)
+        print(f"{domain}: {len(ids)} tokens ({sum(map(len, texts)) / len(ids):.2f} characters per token)",
+              file=sys.stderr)
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=512, n_embd=args.hidden, n_layer=args.layers,
+                        n_head=args.hidden // 64, bos_token_id=tokenizer.eos_token_id,
+                        eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True)
+    model = GPT2LMHeadModel(config)
+    print(f"GPT-2 target: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters", file=sys.stderr)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1, betas=(0.9, 0.95))
+    deadline = time.monotonic() + args.minutes * 60
+    start, step, tokens = time.monotonic(), 0, 0
+    domains = sorted(streams)
+    model.train()
+    while (now := time.monotonic()) < deadline:
+        frac = (now - start) / (deadline - start)
+        for group in opt.param_groups:  # warm-up, then cosine to 10% over the time budget
+            group["lr"] = args.lr * min(1.0, (step + 1) / 200) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+        rows = []
+        for _ in range(args.batch):
+            stream = streams[rng.choice(domains)]
+            at = rng.randrange(0, len(stream) - args.seq_len - 1)
+            rows.append(stream[at:at + args.seq_len + 1])
+        batch = torch.stack(rows)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            logits = model(input_ids=batch[:, :-1]).logits
+        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        tokens += batch[:, :-1].numel()
+        if step % 50 == 0:
+            el = time.monotonic() - start
+            print(f"step {step} loss {loss.item():.3f} {tokens / el:.0f} tok/s {el / 60:.1f} min", file=sys.stderr,
+                  flush=True)
+    model.eval()
+    args.out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(args.out, safe_serialization=True)
+    tokenizer.save_pretrained(args.out)
+    print(f"saved {args.out}: {step} steps, {tokens / 1e6:.1f} M tokens", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
