@@ -3,7 +3,8 @@
 Everything that shapes a number in the report lives here, so that the report can print it
 beside the results and anyone can rerun exactly the same thing (``BenchConfig.command``).
 The quick preset is the same experiments on less data (fewer, shorter sessions, fewer sweep
-points), sized to finish within 3 minutes on 2 cores; the full preset within 15.
+points), sized to finish within 3 minutes on 2 cores; the full preset within about 20 (its experiment 1
+runs once more for every other thread count auto considers, so more cores take longer).
 """
 
 from __future__ import annotations

@@ -193,19 +193,25 @@ def _thread_section(r: Results) -> list[str]:
                      _f(st.get("load_round_ratio"), ".2f"), "yes" if st.get("outputs_identical") else "NO",
                      f"{worst['policy']} {worst['error']:+.1%}" if worst.get("policy") else "-",
                      "holds" if worst.get("within_tolerance") else "**missed**"))
-    fastest = ts.get("fastest_measured")
-    verdict = ("The count auto chose was also the fastest measured for memspec."
-               if fastest == ts.get("headline_threads") else
-               f"memspec was fastest at {fastest} thread(s) in these runs, not at the count auto chose.")
+    fastest, chosen = ts.get("fastest_measured"), ts.get("headline_threads")
+    who = "auto chose" if ts.get("auto") else f"--threads {chosen} set"
+    if len(settings) < 2:
+        others = ("No other count was measured in this run (`--beside-threads`; the full preset measures every "
+                  "count auto considers).")
+        verdict = ""
+    else:
+        others = ("Every other count was measured the same way in this run: each with its own cost-model "
+                  "calibration and the headline's emulated storage (so the load/round ratio moves with the round "
+                  "time), real runs of every configuration on the same sessions, and their simulation.")
+        verdict = ("" if fastest is None else f"The count {who} was also the fastest measured for memspec."
+                   if fastest == chosen else f"memspec was fastest at {fastest} thread(s) in these runs, not at the "
+                   f"count {who}.")
     tol = ts.get("tolerance", 0.06)
-    return ["## Thread settings (experiment 1 at every thread count, side by side)", "",
-            auto + "Every other count was measured the same way in this run: each with its own cost-model "
-            "calibration and the headline's emulated storage (so the load/round ratio moves with the round time), "
-            "real runs of every configuration on the same sessions, and their simulation.", "",
+    return ["## Thread settings (experiment 1 at every thread count, side by side)", "", auto + others, "",
             *_table(("threads", "round ms", "memspec tok/s", "target-only", "oracle", "memspec/target-only",
                      "memspec/oracle", "memspec/best adaptive", "load/round", "output = target's",
                      "simulator worst error", f"sim within {tol:.0%}"), rows),
-            "", verdict, ""]
+            "", *([verdict, ""] if verdict else [])]
 
 
 def _simulator_section(r: Results) -> list[str]:

@@ -1,7 +1,7 @@
 """``python -m bench [--quick]``: run every experiment, write results.json, the plots and report.md.
 
     python -m bench --quick          # ~1.5 minutes on 2 idle cores (make bench-quick)
-    python -m bench                  # the full run, ~7 minutes on 2 idle cores (make bench)
+    python -m bench                  # the full run, ~20 minutes on 2 idle cores (make bench)
     python -m bench --catalogue ~/my_models   # your own model set (make bench CATALOGUE=~/my_models)
 
 Order of work: load the catalogue's models (default: the bundled zoo); build the workload from
@@ -64,7 +64,7 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     overrides: dict[str, Any] = {k: v for k, v in args.items() if v is not None}
     if beside is not None:
         try:
-            overrides["beside_threads"] = () if beside.strip() == "none" else tuple(
+            overrides["beside_threads"] = () if beside.strip().lower() == "none" else tuple(
                 int(t) for t in beside.split(",") if t.strip())
         except ValueError:
             ap.error(f"--beside-threads takes thread counts like 1,2 or 'none', got {beside!r}")

@@ -85,8 +85,13 @@ def thread_settings(bench: Bench, headline: Headline, choice: ThreadChoice | Non
                 *(setting_entry(t, h, c) for t, (h, c) in sorted(beside.items()))]
     return {"headline_threads": threads, "auto": choice is not None,
             "auto_round_ms": {str(t): s * 1e3 for t, s in choice.round_s.items()} if choice else None,
-            "tolerance": SIM_TOLERANCE, "settings": settings,
-            "fastest_measured": max(settings, key=lambda s: s["tokens_per_s"].get("memspec") or 0.0)["threads"]}
+            "tolerance": SIM_TOLERANCE, "settings": settings, "fastest_measured": _fastest(settings)}
+
+
+def _fastest(settings: list[dict[str, Any]]) -> int | None:
+    """The thread count at which memspec was fastest (None when memspec was not run)."""
+    measured = [s for s in settings if s["tokens_per_s"].get("memspec")]
+    return max(measured, key=lambda s: s["tokens_per_s"]["memspec"])["threads"] if measured else None
 
 
 def _mean(values: list[float]) -> float | None:

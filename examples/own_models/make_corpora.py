@@ -37,7 +37,8 @@ MAX_DOC_CHARS = 6000
 
 
 def _changelog(path: Path) -> str:
-    return gzip.open(path, "rt", encoding="utf-8").read()
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return fh.read()
 
 
 def _manual(path: Path) -> str:
@@ -95,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / sub).mkdir(parents=True, exist_ok=True)
     for seed, (domain, (paths, read)) in enumerate(_files().items()):
         docs = collect(paths, read, args.chars_per_domain, seed)
+        if len(docs) < 40:  # e.g. no manual pages installed, or `man` missing
+            raise SystemExit(f"{domain}: only {len(docs)} documents found on this machine; need at least 40")
         halves = {"pretraining": docs[0::2], "corpora": docs[1::2]}
         for sub, part in halves.items():
             with open(args.out / sub / f"{domain}.jsonl", "w", encoding="utf-8") as fh:

@@ -81,7 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1, betas=(0.9, 0.95))
     deadline = time.monotonic() + args.minutes * 60
     start, step, tokens = time.monotonic(), 0, 0
-    domains = sorted(streams)
+    domains = sorted(d for d, ids in streams.items() if len(ids) > args.seq_len + 1)
+    if not domains:
+        raise SystemExit(f"no domain in {args.data} has more than {args.seq_len + 1} tokens")
     model.train()
     while (now := time.monotonic()) < deadline:
         frac = (now - start) / (deadline - start)
