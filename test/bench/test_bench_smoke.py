@@ -279,9 +279,11 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
         assert st["simulator_worst"]["within_tolerance"]  # simulated against itself: no error
         assert st["memspec_vs"]["target-only"] > 0
     assert "## Thread settings" in report and "chose 1 thread(s)" in report and "| 2 |" in report
-    alone = {**loaded, "thread_settings": {**ts, "settings": ts["settings"][:1], "auto": False, "auto_round_ms": None}}
-    text = render_report(alone)  # --threads N and no other count: nothing claimed about auto or "fastest"
-    assert "No other count was measured" in text and "auto chose" not in text and "fastest" not in text
+    alone = {**loaded, "thread_settings": {**ts, "settings": ts["settings"][:1]}}
+    text = render_report(alone)  # the quick preset: auto, no other count measured, so no "fastest" claim
+    assert "No other count was measured" in text and "chose 1 thread(s)" in text and "fastest" not in text
+    fixed = {**loaded, "thread_settings": {**ts, "settings": ts["settings"][:1], "auto": False, "auto_round_ms": None}}
+    assert "## Thread settings" not in render_report(fixed)  # --threads N alone: the configuration says it all
     for heading in ("## Configuration", "## Reproduce", "## Targets", "## Experiment 1", "## Experiment 2",
                     "## Experiments 3-6", "## Simulator vs real", "## Workload and the predictor split"):
         assert heading in report
