@@ -33,11 +33,43 @@ class Drift:
     loading: float = 1.0
     """Rounds that ran while a draft was loading, measured over modelled, relative to the others:
     the loader's CPU work slows the decoding thread (a policy that loads a lot pays for it)."""
+    sessions: tuple[float, ...] = ()
+    """Per session block of the headline (every configuration's run of one session, back to back):
+    that block's overall factor relative to :attr:`overall` - how the machine's speed moved during
+    the run. :meth:`for_session` applies it."""
+
+    def for_session(self, i: int) -> Drift:
+        """This drift at the machine speed of session block ``i``: every compute factor scaled by that
+        block's speed relative to the whole run's (the components' ratios stay the whole run's: one
+        session's rounds of a rarely used draft are too few to measure it alone)."""
+        if i >= len(self.sessions):
+            return self
+        f = self.sessions[i]
+        return Drift(verify=self.verify * f, drafts={d: x * f for d, x in self.drafts.items()},
+                     overall=self.overall * f, loading=self.loading)
 
     def apply(self, cost: CostModel) -> CostModel:
         """``cost`` with the target's compute (and overheads) scaled by ``verify``, each draft's by its own
         factor, and rounds during loads by ``loading``."""
         return dataclasses.replace(cost.compute_scaled(self.verify, self.drafts), loading_factor=self.loading)
+
+
+def compute_session_drift(cost: CostModel, blocks: Sequence[Sequence[Sequence[GenerationReport]]]) -> Drift | None:
+    """:func:`compute_drift` over every block's runs, with each block's relative speed in ``sessions``.
+
+    ``blocks[i]`` holds the runs of session ``i`` (every policy's reports of that session). The
+    headline rotates the configurations' order per session but runs a session's configurations
+    back to back, so a block is a stretch of wall time: a slow spell of the machine shows in one
+    block's factor and is charged to the simulation of that session only, for every policy alike.
+    """
+    whole = compute_drift(cost, [run for block in blocks for run in block])
+    if whole is None:
+        return None
+    factors = []
+    for block in blocks:
+        part = compute_drift(cost, block)
+        factors.append(part.overall / whole.overall if part is not None else 1.0)
+    return dataclasses.replace(whole, sessions=tuple(factors))
 
 
 def compute_drift(cost: CostModel, runs: Iterable[Sequence[GenerationReport]]) -> Drift | None:

@@ -25,7 +25,7 @@ from memspec_ros.runtime.policies.oracle import DEFAULT_SEGMENT_ROUNDS, OraclePo
 
 from .calibration import Calibration
 from .config import BenchConfig
-from .drift import compute_drift
+from .drift import compute_session_drift
 from .hf_assisted import best_single_draft, run_hf_assisted, warm_up_hf
 from .measures import PolicySummary, RunMeasure, summarize
 from .policy_factory import PolicyFactory
@@ -105,7 +105,8 @@ def run_headline(bench: Bench, label: str = "") -> Headline:
     timeline_session = max(range(len(sessions)), key=lambda i: (len(sessions[i].topic_shifts), -i))
     timelines: dict[str, dict[str, object]] = {}
     config = bench.runtime_config()
-    policy_reports: list[list] = []
+    session_reports: list[list[list]] = [[] for _ in sessions]
+    """Per session, every policy's per-turn reports (the session's block of wall time)."""
     warm_up_hf(tb, traces[0], hf_draft, cfg.k)  # transformers' first generate() call initialises lazily
     with bench.progress.phase(f"1 headline{label} (real runs)", len(configs) * len(sessions)) as step:
         for i, (session, trace) in enumerate(zip(sessions, traces, strict=True)):
@@ -118,25 +119,29 @@ def run_headline(bench: Bench, label: str = "") -> Headline:
                 else:
                     measure, reports = run_policy(tb, session, trace, bench.factory, name, bench.budget, config)
                     real[name].append(measure)
-                    policy_reports.append(reports)
+                    session_reports[i].append(reports)
                     if i == timeline_session:
                         timelines[name] = session_timeline(name, session, reports)
                 step(f"{name} {session.name}")
-    drift = compute_drift(bench.calibration.cost, policy_reports)
+    measured_cost = bench.calibration.cost
+    drift = compute_session_drift(measured_cost, session_reports)
+    session_costs = [measured_cost] * len(traces)
     if drift is not None:  # every simulation from here on uses the speed the machine had in these runs
-        bench.calibration = dataclasses.replace(bench.calibration, drift=drift,
-                                                cost=drift.apply(bench.calibration.cost))
+        bench.calibration = dataclasses.replace(bench.calibration, drift=drift, cost=drift.apply(measured_cost))
+        session_costs = [drift.for_session(i).apply(measured_cost) for i in range(len(traces))]
         bench.progress.log(f"drift: the real rounds took {drift.overall:.3f}x the calibrated compute time "
                            f"(verification {drift.verify:.3f}x, drafts "
                            + ", ".join(f"{d} {x:.2f}x" for d, x in drift.drafts.items())
-                           + f"; rounds during a load {drift.loading:.3f}x); simulations use the rescaled cost model")
+                           + f"; rounds during a load {drift.loading:.3f}x; per session block "
+                           + ", ".join(f"{x:.2f}" for x in drift.sessions)
+                           + "); simulations use the rescaled cost model")
     simulated: dict[str, list[RunMeasure]] = {}
     with bench.progress.phase(f"1 headline{label} (simulated)", len(bench.policies)) as step:
         for name in bench.policies:
-            simulated[name] = [simulate(tb.catalogue, bench.budget, bench.factory, name, tr, bench.calibration.cost,
-                                        config) for tr in traces]
+            simulated[name] = [simulate(tb.catalogue, bench.budget, bench.factory, name, tr, cost, config)
+                               for tr, cost in zip(traces, session_costs, strict=True)]
             step(name)
-        simulated[TARGET_ONLY] = [model_target_only(tr, bench.calibration.cost) for tr in traces]
+        simulated[TARGET_ONLY] = [model_target_only(tr, cost) for tr, cost in zip(traces, session_costs, strict=True)]
     return Headline(real=real, simulated=simulated, timelines=timelines, hf_draft=hf_draft)
 
 

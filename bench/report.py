@@ -239,7 +239,11 @@ def _simulator_section(r: Results) -> list[str]:
         note += (f" The cost model was measured before the headline; its real rounds then took {drift['overall']:.3f}x "
                  f"the calibrated compute time (verification {drift['verify']:.3f}x; drafts {drafts}; rounds while a "
                  f"draft was loading a further {drift.get('loading', 1.0):.3f}x), so every "
-                 "simulation uses compute times rescaled by those factors (bench/drift.py): what is validated is "
+                 "simulation uses compute times rescaled by those factors (bench/drift.py)"
+                 + (f"; the machine's speed per session block (every configuration's run of one session, back to "
+                    f"back) ranged {min(drift['sessions']):.2f}-{max(drift['sessions']):.2f}x the run's, and each "
+                    "session of experiment 1 is simulated at its block's speed" if drift.get("sessions") else "")
+                 + ": what is validated is "
                  "each policy's behaviour - drafts, rounds, stalls, loads, overheads - at the machine speed of the "
                  "run.")
     pol = r["policies"]

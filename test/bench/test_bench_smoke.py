@@ -169,7 +169,7 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     """A simulator-only mini experiment through the real assembly, report and plot code."""
     from bench.calibration import Calibration
     from bench.config import BenchConfig
-    from bench.drift import compute_drift
+    from bench.drift import compute_drift, compute_session_drift
     from bench.experiments import HF_ASSISTED, HF_ASSISTED_HEURISTIC, TARGET_ONLY, Bench, Headline, ablation, run_sweeps
     from bench.hf_assisted import best_single_draft, single_draft_rounds
     from bench.measures import RunMeasure
@@ -227,6 +227,14 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     assert slower.verify == pytest.approx(2.0) and all(x == pytest.approx(4.0) for x in slower.drafts.values())
     assert compute_drift(drift.apply(cost), [reports]).overall == pytest.approx(1.0)
     assert drift.loading == pytest.approx(1.0) and drift.apply(cost).loading_factor == pytest.approx(1.0)
+    # A slow spell: the second session block ran at half speed. Each block's simulation gets its own speed.
+    slow_reports: list = []
+    simulate(testbed.catalogue, bench.budget, bench.factory, "memspec", traces[0], cost.compute_scaled(2.0),
+             bench.runtime_config(), keep_reports=slow_reports)
+    blocks = compute_session_drift(cost, [[reports], [slow_reports]])
+    assert 1.0 < blocks.overall < 2.0 and blocks.sessions[0] < 1.0 < blocks.sessions[1]
+    assert compute_drift(blocks.for_session(0).apply(cost), [reports]).overall == pytest.approx(1.0, rel=0.02)
+    assert compute_drift(blocks.for_session(1).apply(cost), [slow_reports]).overall == pytest.approx(1.0, rel=0.02)
     slowed = simulate(testbed.catalogue, bench.budget, bench.factory, "memspec", traces[0],
                       dataclasses.replace(cost, loading_factor=3.0),
                       bench.runtime_config())
@@ -282,6 +290,8 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     alone = {**loaded, "thread_settings": {**ts, "settings": ts["settings"][:1]}}
     text = render_report(alone)  # the quick preset: auto, no other count measured, so no "fastest" claim
     assert "No other count was measured" in text and "chose 1 thread(s)" in text and "fastest" not in text
+    drifted = {**loaded, "calibration": {**loaded["calibration"], "drift": dataclasses.asdict(blocks)}}
+    assert "each session of experiment 1 is simulated at its block's speed" in render_report(drifted)
     fixed = {**loaded, "thread_settings": {**ts, "settings": ts["settings"][:1], "auto": False, "auto_round_ms": None}}
     assert "## Thread settings" not in render_report(fixed)  # --threads N alone: the configuration says it all
     for heading in ("## Configuration", "## Reproduce", "## Targets", "## Experiment 1", "## Experiment 2",
