@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     for domain, texts in docs.items():
         ids: list[int] = []
         for text in texts:
-            ids += tokenizer(text)["input_ids"] + [tokenizer.eos_token_id]
+            ids += tokenizer(text, verbose=False)["input_ids"] + [tokenizer.eos_token_id]
         streams[domain] = torch.tensor(ids)
         print(f"{domain}: {len(ids)} tokens ({sum(map(len, texts)) / len(ids):.2f} characters per token)",
               file=sys.stderr)

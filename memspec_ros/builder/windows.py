@@ -20,7 +20,9 @@ def token_array(docs: Sequence[str], tok: PreTrainedTokenizerBase, eos_id: int) 
     target may have 150k tokens): the arrays of a large corpus stay small either way.
     """
     ids: list[int] = []
-    for enc in tok(list(docs), add_special_tokens=False)["input_ids"]:
+    # verbose=False: whole documents are longer than the model's context by design (training
+    # windows are cut from the stream later); transformers would warn about every such corpus.
+    for enc in tok(list(docs), add_special_tokens=False, verbose=False)["input_ids"]:
         ids.extend(enc)
         ids.append(eos_id)
     dtype = np.uint16 if max(ids, default=0) < 1 << 16 else np.uint32
