@@ -44,6 +44,7 @@ from memspec_ros.runtime import (
 from .drift import Drift
 from .policy_factory import PolicyFactory
 from .real_runs import serve_session
+from .speed_probe import target_step_s
 from .testbed import Testbed
 from .trace_cache import DialogueTraces
 from .workloads import ScriptedDialogue
@@ -63,6 +64,21 @@ class Calibration:
     drift: Drift | None = None
     """Compute-time factors measured on the headline's real rounds, applied to ``cost`` after it
     (:mod:`bench.drift`); None until the headline has run."""
+    probe_s: float = 0.0
+    """A plain target step timed right after the cost model (:mod:`bench.speed_probe`): the
+    reference the headline's per-session probes are compared with. 0: not measured."""
+    target_only_factors: tuple[float, ...] = ()
+    """Per session block of the headline: probe time / :attr:`probe_s`, the machine speed target-only
+    decoding is simulated at (set by the headline)."""
+    measured: CostModel | None = None
+    """The cost model as measured, before the drift rescale (set with :attr:`drift`)."""
+
+    def target_only_cost(self) -> CostModel:
+        """The time model of plain target-only decoding: the measured model at the probes' mean speed."""
+        base = self.measured or self.cost
+        if not self.target_only_factors:
+            return base
+        return base.compute_scaled(statistics.fmean(self.target_only_factors))
 
     @property
     def mean_load_s(self) -> float:
@@ -86,6 +102,7 @@ class Calibration:
                 "bandwidth_bytes_per_s": self.storage.bandwidth_bytes_per_s,
                 "unthrottled_load_s": self.unthrottled_load_s, "seconds": self.seconds,
                 "drift": dataclasses.asdict(self.drift) if self.drift else None,
+                "probe_s": self.probe_s, "target_only_factors": list(self.target_only_factors),
                 "cost_model": json.loads(self.cost.to_json())}
 
 
@@ -121,6 +138,8 @@ def calibrate(testbed: Testbed, session: ScriptedDialogue, context: DialogueTrac
                               repeats=repeats, engine=testbed.engine,
                               round_prompts=[t.prompt for t in session.turns],
                               max_new_tokens=max(t.max_new_tokens for t in session.turns))
+    probe_prompt = testbed.engine.encode(session.turns[0].prompt)
+    probe_s = target_step_s(testbed.engine, probe_prompt)  # the machine's speed when the model was measured
     unthrottled = measure_load_times(testbed, StorageModel())
     static = DraftRuntime(testbed.engine, testbed.catalogue, budget, factory("static"),
                           RuntimeConfig(k=k, check_interval=check_interval), materialize=testbed.materialize)
@@ -146,4 +165,4 @@ def calibrate(testbed: Testbed, session: ScriptedDialogue, context: DialogueTrac
     finally:
         rt.close()
     return Calibration(cost=cost, storage=storage, round_s=round_s, unthrottled_load_s=unthrottled,
-                       requested_ratio=ratio, seconds=time.perf_counter() - t0)
+                       requested_ratio=ratio, seconds=time.perf_counter() - t0, probe_s=probe_s)

@@ -32,6 +32,7 @@ from .policy_factory import PolicyFactory
 from .progress import Progress
 from .real_runs import run_policy, run_target_only
 from .sim_runs import model_target_only, simulate
+from .speed_probe import target_step_s
 from .testbed import Testbed
 from .timeline import session_timeline
 from .trace_cache import DialogueTraces
@@ -108,8 +109,11 @@ def run_headline(bench: Bench, label: str = "") -> Headline:
     session_reports: list[list[list]] = [[] for _ in sessions]
     """Per session, every policy's per-turn reports (the session's block of wall time)."""
     warm_up_hf(tb, traces[0], hf_draft, cfg.k)  # transformers' first generate() call initialises lazily
+    probe_prompt = tb.engine.encode(bench.workload.calibration.turns[0].prompt)  # calibrate()'s probe text
+    probes: list[float] = []
     with bench.progress.phase(f"1 headline{label} (real runs)", len(configs) * len(sessions)) as step:
         for i, (session, trace) in enumerate(zip(sessions, traces, strict=True)):
+            probes.append(target_step_s(tb.engine, probe_prompt))  # the machine's speed for this block
             for name in _rotated(configs, i):
                 if name == TARGET_ONLY:
                     real[name].append(run_target_only(tb.engine, session, trace))
@@ -127,7 +131,8 @@ def run_headline(bench: Bench, label: str = "") -> Headline:
     drift = compute_session_drift(measured_cost, session_reports)
     session_costs = [measured_cost] * len(traces)
     if drift is not None:  # every simulation from here on uses the speed the machine had in these runs
-        bench.calibration = dataclasses.replace(bench.calibration, drift=drift, cost=drift.apply(measured_cost))
+        bench.calibration = dataclasses.replace(bench.calibration, drift=drift, cost=drift.apply(measured_cost),
+                                                measured=measured_cost)
         session_costs = [drift.for_session(i).apply(measured_cost) for i in range(len(traces))]
         bench.progress.log(f"drift: the real rounds took {drift.overall:.3f}x the calibrated compute time "
                            f"(verification {drift.verify:.3f}x, drafts "
@@ -135,13 +140,18 @@ def run_headline(bench: Bench, label: str = "") -> Headline:
                            + f"; rounds during a load {drift.loading:.3f}x; per session block "
                            + ", ".join(f"{x:.2f}" for x in drift.sessions)
                            + "); simulations use the rescaled cost model")
+    reference = bench.calibration.probe_s
+    factors = tuple(p / reference if reference > 0 and p > 0 else 1.0 for p in probes)
+    bench.calibration = dataclasses.replace(bench.calibration, target_only_factors=factors)
     simulated: dict[str, list[RunMeasure]] = {}
     with bench.progress.phase(f"1 headline{label} (simulated)", len(bench.policies)) as step:
         for name in bench.policies:
             simulated[name] = [simulate(tb.catalogue, bench.budget, bench.factory, name, tr, cost, config)
                                for tr, cost in zip(traces, session_costs, strict=True)]
             step(name)
-        simulated[TARGET_ONLY] = [model_target_only(tr, cost) for tr, cost in zip(traces, session_costs, strict=True)]
+        # Target-only runs no runtime: it is charged the machine's speed (the probe), not the runtime's rounds'.
+        simulated[TARGET_ONLY] = [model_target_only(tr, measured_cost.compute_scaled(f))
+                                  for tr, f in zip(traces, factors, strict=True)]
     return Headline(real=real, simulated=simulated, timelines=timelines, hf_draft=hf_draft)
 
 
@@ -186,7 +196,8 @@ def _sweep(bench: Bench, title: str, values: Sequence[V], setting: Callable[[V],
                 line["loads"].append(s.loads)
                 line["draftless_round_fraction"].append(s.target_only_round_fraction)
                 step(f"{v} {name}")
-            target_only.append(summarize([model_target_only(tr, cost) for tr in traces]).tokens_per_s)
+            target_only.append(summarize([model_target_only(tr, bench.calibration.target_only_cost())
+                                          for tr in traces]).tokens_per_s)
             tokens.append(statistics.fmean(tr.generated_tokens for tr in traces))
     return {"values": list(x if x is not None else values), "policies": lines, TARGET_ONLY: target_only,
             "tokens_per_session": tokens}

@@ -239,13 +239,19 @@ def _simulator_section(r: Results) -> list[str]:
         note += (f" The cost model was measured before the headline; its real rounds then took {drift['overall']:.3f}x "
                  f"the calibrated compute time (verification {drift['verify']:.3f}x; drafts {drafts}; rounds while a "
                  f"draft was loading a further {drift.get('loading', 1.0):.3f}x), so every "
-                 "simulation uses compute times rescaled by those factors (bench/drift.py)"
+                 "policy's simulation uses compute times rescaled by those factors (bench/drift.py)"
                  + (f"; the machine's speed per session block (every configuration's run of one session, back to "
                     f"back) ranged {min(drift['sessions']):.2f}-{max(drift['sessions']):.2f}x the run's, and each "
                     "session of experiment 1 is simulated at its block's speed" if drift.get("sessions") else "")
                  + ": what is validated is "
                  "each policy's behaviour - drafts, rounds, stalls, loads, overheads - at the machine speed of the "
                  "run.")
+    probes = (r.get("calibration") or {}).get("target_only_factors") or []
+    if probes:
+        note += (" Target-only decoding runs none of the runtime, so it is simulated at the machine's speed instead: "
+                 "a probe of plain target steps, timed after the cost model and again before every session block, "
+                 f"put that block's speed at {min(probes):.2f}-{max(probes):.2f}x the calibration's "
+                 "(bench/speed_probe.py).")
     pol = r["policies"]
     background = [n for n in sv if n in pol and pol[n]["loads"] and not pol[n]["stall_s"]]
     bg = [sv[n]["error"] for n in background if sv[n]["error"] is not None]

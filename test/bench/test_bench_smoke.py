@@ -180,6 +180,7 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     from bench.results import REQUIRED_CONFIGS, assemble_results, load_results, shape_problems, write_results
     from bench.scaling import catalogue_scaling, dialogue_length_scaling
     from bench.sim_runs import model_target_only, simulate
+    from bench.speed_probe import target_step_s
     from bench.split import load_training_prompts
     from bench.testbed import load_testbed
     from bench.thread_settings import thread_settings
@@ -290,8 +291,14 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     alone = {**loaded, "thread_settings": {**ts, "settings": ts["settings"][:1]}}
     text = render_report(alone)  # the quick preset: auto, no other count measured, so no "fastest" claim
     assert "No other count was measured" in text and "chose 1 thread(s)" in text and "fastest" not in text
-    drifted = {**loaded, "calibration": {**loaded["calibration"], "drift": dataclasses.asdict(blocks)}}
+    drifted = {**loaded, "calibration": {**loaded["calibration"], "drift": dataclasses.asdict(blocks),
+                                         "target_only_factors": [1.1, 0.9]}}
     assert "each session of experiment 1 is simulated at its block's speed" in render_report(drifted)
+    assert "put that block's speed at 0.90-1.10x the calibration's" in render_report(drifted)
+    # Target-only's time model: the measured model at the probes' speed, not the runtime's drift.
+    probed = dataclasses.replace(cal, cost=cost.compute_scaled(3.0), measured=cost, target_only_factors=(1.0, 1.5))
+    assert probed.target_only_cost().verify(0) == pytest.approx(cost.verify(0) * 1.25)
+    assert target_step_s(testbed.engine, testbed.engine.encode("USER: hello"), steps=3) > 0
     fixed = {**loaded, "thread_settings": {**ts, "settings": ts["settings"][:1], "auto": False, "auto_round_ms": None}}
     assert "## Thread settings" not in render_report(fixed)  # --threads N alone: the configuration says it all
     for heading in ("## Configuration", "## Reproduce", "## Targets", "## Experiment 1", "## Experiment 2",
