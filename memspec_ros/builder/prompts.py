@@ -35,18 +35,35 @@ def _prompt_from(doc: str, begin: int, limit: int) -> str:
     return out
 
 
+def _cut(doc: str, count: int, *, skip_opening: bool = False) -> list[str]:
+    """Up to ``count`` prompts of ``doc`` at evenly spaced line offsets (from its first line, or,
+    with ``skip_opening``, from past it: documents often share their opening lines)."""
+    line_starts = [0, *[i + 1 for i, ch in enumerate(doc) if ch == "\n"][:-1]]
+    # a short doc gets a prompt of about half its length so a continuation remains
+    limit = min(PROMPT_CHARS, max(30, len(doc) // 2))
+    span = max(0, len(line_starts) - 8)
+    picks = [round((i + skip_opening) * span / (count + skip_opening)) for i in range(count)]
+    prompts = [_prompt_from(doc, line_starts[p], limit) for p in dict.fromkeys(picks)]
+    return [p for p in prompts if p.strip()]
+
+
+def _round_robin(candidates: list[list[str]]) -> list[str]:
+    """Every document's first prompt, then every document's second, ... (every document contributes)."""
+    width = max((len(c) for c in candidates), default=0)
+    return [c[i] for i in range(width) for c in candidates if i < len(c)]
+
+
 def make_prompts(docs: list[str], n: int = PROMPTS_PER_DOMAIN) -> list[str]:
-    """Return ``n`` prompts spread over ``docs`` (deterministic)."""
+    """Return ``n`` distinct prompts spread over ``docs`` (deterministic).
+
+    Documents that open alike (a licence header, ``#pragma once``, a package name) give the same
+    prompt at their first line; a repeated prompt is dropped and replaced by prompts from later
+    lines of every document, so a domain of look-alike files still yields ``n`` different turns.
+    """
     per_doc = max(1, math.ceil(n / max(1, len(docs))))
-    candidates: list[list[str]] = []
-    for doc in docs:
-        line_starts = [0, *[i + 1 for i, ch in enumerate(doc) if ch == "\n"][:-1]]
-        # a short doc gets a prompt of about half its length so a continuation remains
-        limit = min(PROMPT_CHARS, max(30, len(doc) // 2))
-        picks = [round(i * max(0, len(line_starts) - 8) / per_doc) for i in range(per_doc)]
-        prompts = [_prompt_from(doc, line_starts[p], limit) for p in dict.fromkeys(picks)]
-        candidates.append([p for p in prompts if p.strip()])
-    out: list[str] = []
-    for i in range(per_doc):  # round-robin so every document contributes
-        out += [c[i] for c in candidates if i < len(c)]
+    first = _round_robin([_cut(doc, per_doc) for doc in docs])
+    out = list(dict.fromkeys(first))
+    if len(out) < len(first) and len(out) < n:  # only then: documents without repeats keep their prompts
+        extra = _round_robin([_cut(doc, per_doc + 4, skip_opening=True) for doc in docs])
+        out = list(dict.fromkeys([*out, *extra]))
     return out[:n]

@@ -89,3 +89,19 @@ def test_verdicts() -> None:
     assert verdict(1.5, own_acceptance=0.4, general_acceptance=0.3) == USEFUL
     assert verdict(1.5, own_acceptance=0.4, general_acceptance=None) == USEFUL  # the general draft itself
     assert estimated_speedup(0, 0, 0, 1.0, 1.0, 1.0) == 0.0
+
+
+def test_prompts_are_distinct_when_documents_open_alike() -> None:
+    """C headers, changelogs, licences: many documents share their first lines. Every prompt is
+    still a different turn (the benchmark needs distinct prompts per domain), cut from the documents."""
+    from memspec_ros.builder.prompts import make_prompts
+
+    header = "#pragma once\n// Copyright the authors. Licensed under the BSD licence.\n\n"
+    docs = [header + "".join(f"int f{d}_{i}(int x) {{ return x * {i} + {d}; }}\n" for i in range(40))
+            for d in range(30)]
+    prompts = make_prompts(docs, 24)
+    assert len(prompts) == 24 and len(set(prompts)) == 24
+    assert all(any(p in d for d in docs) for p in prompts)
+    distinct = [f"doc {d}: " + "".join(f"line {i} of {d}\n" for i in range(20)) for d in range(30)]
+    first_lines = make_prompts(distinct, 24)
+    assert all(p.startswith(f"doc {d}: ") for d, p in enumerate(first_lines))  # unchanged: one opening each
