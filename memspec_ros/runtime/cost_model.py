@@ -201,7 +201,10 @@ def measure_cost_model(
     from memspec_ros.core.sampling import GREEDY
     from memspec_ros.core.scorer import TargetScorer
 
-    ctx = list(context)
+    # Within the target's positions: a session's tokens can outgrow a model with learned
+    # positions (GPT-2's 512 or 1024), whose embedding lookup would fail past them.
+    window = engine.max_context if engine is not None else getattr(target.config, "max_position_embeddings", None)
+    ctx = list(context)[: window or None]
     base = max(2, len(ctx) // 2)  # mid-session context length: attention cost grows with it
     scorer = TargetScorer(target)
 
