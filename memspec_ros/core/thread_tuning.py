@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -63,13 +63,10 @@ def fastest_thread_count(engine: SpeculativeEngine, proposer: DraftProposer | No
     also runs a background loader and executor threads that need cores. On the 2-core machine
     two threads timed 4% faster alone and cost MemSpec 20% in the benchmark.
     """
-    counts = sorted(candidates or candidate_thread_counts())
-    measured: dict[int, float] = {}
-    for threads in [*counts, *reversed(counts)]:
-        torch.set_num_threads(threads)
+    def engine_rounds(threads: int, slow_s: float) -> float:
         room = engine.max_context - len(prompt_ids)  # a small max_context must not fail configure
         state = engine.start(list(prompt_ids), max_new_tokens=max(1, min((rounds + 2) * (k + 1), room)))
-        times = []
+        times: list[float] = []
         for i in range(rounds + 2):
             if state.done:
                 break
@@ -77,11 +74,30 @@ def fastest_thread_count(engine: SpeculativeEngine, proposer: DraftProposer | No
             state.step(proposer, k)
             if i >= 2:
                 times.append(time.perf_counter() - start)
-                if len(times) >= 3 and statistics.median(times) > 2 * min(measured.values(), default=float("inf")):
+                if len(times) >= 3 and statistics.median(times) > slow_s:
                     break  # clearly slower than the best so far: no need to time it fully
         if proposer is not None:
             proposer.reset()
-        median = statistics.median(times) if times else float("inf")
+        return statistics.median(times) if times else float("inf")
+
+    return pick_fastest(engine_rounds, candidates, margin=margin)
+
+
+def pick_fastest(round_s: Callable[[int, float], float], candidates: Sequence[int] | None = None, *,
+                 margin: float = 0.15) -> ThreadChoice:
+    """Measure ``round_s(threads, slow_s)`` at each candidate count, twice in alternating order, and keep
+    the fastest; torch is left set to it.
+
+    ``round_s`` runs with torch set to ``threads`` and returns a median round time; it may stop
+    early once its median exceeds ``slow_s`` (twice the best so far). Each candidate keeps its
+    better measurement (whichever runs first pays for cold caches), and more threads must win by
+    ``margin`` (the node also runs a loader and executor threads that need cores).
+    """
+    counts = sorted(candidates or candidate_thread_counts())
+    measured: dict[int, float] = {}
+    for threads in [*counts, *reversed(counts)]:
+        torch.set_num_threads(threads)
+        median = round_s(threads, 2 * min(measured.values(), default=float("inf")))
         measured[threads] = min(median, measured.get(threads, float("inf")))
     best = counts[0]
     for threads in sorted(measured):

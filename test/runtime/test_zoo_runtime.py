@@ -87,3 +87,22 @@ def test_predictor_file_matches_the_zoo(zoo) -> None:
     pred = DraftPredictor.load(path, catalogue.names)
     assert pred.hidden_size == engine.target.config.hidden_size
     assert path.stat().st_size < 512 * 1024
+
+
+def test_auto_threads_time_runtime_rounds_within_the_budget(zoo) -> None:
+    """``num_threads: 0``: rounds timed through a runtime with one draft that fits the budget, at every
+    candidate count; the chosen count is one of them, torch is left at it, and the measuring runtime is gone."""
+    from memspec_ros.core.thread_tuning import candidate_thread_counts
+    from memspec_ros.runtime import Budget, make_materializer
+    from memspec_ros.runtime.thread_choice import choose_threads
+
+    engine, catalogue = zoo
+    try:
+        choice = choose_threads(engine, catalogue, Budget.drafts(1), make_materializer(catalogue), 4)
+        counts = candidate_thread_counts()
+        assert sorted(choice.round_s) == counts and all(0 < s < 1.0 for s in choice.round_s.values())
+        assert choice.threads in counts and torch.get_num_threads() == choice.threads
+        alone = choose_threads(engine, catalogue, Budget.bytes(1), make_materializer(catalogue), 4)
+        assert alone.threads in counts  # no draft fits: target-only rounds are timed instead
+    finally:
+        torch.set_num_threads(1)
