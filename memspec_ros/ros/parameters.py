@@ -104,7 +104,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("load_timeout_s", 30.0, "A draft load that takes longer is abandoned and reported.", float_range=knobs.LOAD_TIMEOUT_S),
     ParamSpec("device", "cpu", "torch device for all models (e.g. cpu, cuda:0)."),
     ParamSpec("dtype", "float32", "Compute dtype of the models. bfloat16 and float16 halve their memory; output stays the target's own at that dtype and device (greedy: token for token, except at exact logit ties, which low precision makes common).", choices=DTYPES),
-    ParamSpec("num_threads", 0, "torch intra-op threads; 0 = auto: at configure, time speculative rounds at 1, 2, 4, ... threads up to the cores available and keep the fastest (logged).", int_range=knobs.NUM_THREADS),
+    ParamSpec("num_threads", 0, "torch intra-op threads; 0 = auto: at configure, time speculative rounds through the runtime (one draft within the budget, the loader running) at 1, 2, 4, ... threads up to the cores available and keep the fastest (logged).", int_range=knobs.NUM_THREADS),
     ParamSpec("max_new_tokens_limit", 512, "Largest max_new_tokens a goal may ask for.", int_range=(1, 100000)),
     ParamSpec("default_max_new_tokens", 128, "Tokens a goal may generate when it leaves max_new_tokens at 0 (its default); at most max_new_tokens_limit.", int_range=(1, 100000)),
     ParamSpec("max_prompt_chars", 8000, "Longer prompts are rejected with a reason.", int_range=(1, 10_000_000)),
