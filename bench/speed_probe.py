@@ -12,25 +12,15 @@ block of the headline, so what carries over is the machine's speed and nothing e
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Sequence
 
 from memspec_ros.core.engine import SpeculativeEngine
+from memspec_ros.core.thread_tuning import median_round_s
 
 PROBE_STEPS = 12
 
 
 def target_step_s(engine: SpeculativeEngine, prompt_ids: Sequence[int], steps: int = PROBE_STEPS) -> float:
     """Median seconds of one plain target step (after two untimed ones) continuing ``prompt_ids``."""
-    room = engine.max_context - len(prompt_ids)
-    state = engine.start(list(prompt_ids), max_new_tokens=max(1, min(steps + 2, room)))
-    times = []
-    for i in range(steps + 2):
-        if state.done:
-            break
-        start = time.perf_counter()
-        state.step(None, 1)
-        if i >= 2:
-            times.append(time.perf_counter() - start)
-    return statistics.median(times) if times else 0.0
+    median = median_round_s(engine, None, prompt_ids, k=1, rounds=steps)
+    return median if median != float("inf") else 0.0

@@ -11,6 +11,7 @@ does not speed up with the thread count; the load/round ratio then differs, and 
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -61,6 +62,8 @@ def setting_entry(threads: int, headline: Headline, calibration: Calibration) ->
     errors = {n: v["error"] for n, v in validation.items() if v.get("error") is not None}
     worst = max(errors, key=lambda n: abs(errors[n])) if errors else None
 
+    ratios = [s.load_round_ratio for s in headline.summaries.values() if s.load_round_ratio is not None]
+
     def ratio(ref: str | None) -> float | None:
         return memspec / tps[ref] if memspec and ref and tps.get(ref) else None
 
@@ -69,8 +72,7 @@ def setting_entry(threads: int, headline: Headline, calibration: Calibration) ->
             "memspec_vs": {"target-only": ratio(TARGET_ONLY), "oracle": ratio("oracle"),
                            "best_adaptive": ratio(best), "hf-assisted": ratio("hf-assisted")},
             "best_adaptive_baseline": best,
-            "load_round_ratio": _mean([s.load_round_ratio for s in headline.summaries.values()
-                                       if s.load_round_ratio is not None]),
+            "load_round_ratio": statistics.fmean(ratios) if ratios else None,
             "outputs_identical": all(s.outputs_identical is not False for s in headline.summaries.values()),
             "simulator_validation": validation,
             "simulator_worst": {"policy": worst, "error": errors[worst] if worst else None,
@@ -93,6 +95,3 @@ def _fastest(settings: list[dict[str, Any]]) -> int | None:
     measured = [s for s in settings if s["tokens_per_s"].get("memspec")]
     return max(measured, key=lambda s: s["tokens_per_s"]["memspec"])["threads"] if measured else None
 
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None

@@ -63,24 +63,34 @@ def fastest_thread_count(engine: SpeculativeEngine, proposer: DraftProposer | No
     also runs a background loader and executor threads that need cores. On the 2-core machine
     two threads timed 4% faster alone and cost MemSpec 20% in the benchmark.
     """
-    def engine_rounds(threads: int, slow_s: float) -> float:
-        room = engine.max_context - len(prompt_ids)  # a small max_context must not fail configure
-        state = engine.start(list(prompt_ids), max_new_tokens=max(1, min((rounds + 2) * (k + 1), room)))
-        times: list[float] = []
-        for i in range(rounds + 2):
-            if state.done:
-                break
-            start = time.perf_counter()
-            state.step(proposer, k)
-            if i >= 2:
-                times.append(time.perf_counter() - start)
-                if len(times) >= 3 and statistics.median(times) > slow_s:
-                    break  # clearly slower than the best so far: no need to time it fully
-        if proposer is not None:
-            proposer.reset()
-        return statistics.median(times) if times else float("inf")
+    def engine_rounds(_threads: int, slow_s: float) -> float:
+        return median_round_s(engine, proposer, prompt_ids, k=k, rounds=rounds, slow_s=slow_s)
 
     return pick_fastest(engine_rounds, candidates, margin=margin)
+
+
+def median_round_s(engine: SpeculativeEngine, proposer: DraftProposer | None, prompt_ids: Sequence[int], *,
+                   k: int = 4, rounds: int = 12, slow_s: float = float("inf")) -> float:
+    """Median seconds of one round (after two untimed ones) continuing ``prompt_ids`` greedily.
+
+    ``proposer`` drafts up to ``k`` tokens a round (None: a plain target step). Timing stops early
+    once the median exceeds ``slow_s``; inf when no round ran.
+    """
+    room = engine.max_context - len(prompt_ids)  # a small max_context must not fail configure
+    state = engine.start(list(prompt_ids), max_new_tokens=max(1, min((rounds + 2) * (k + 1), room)))
+    times: list[float] = []
+    for i in range(rounds + 2):
+        if state.done:
+            break
+        start = time.perf_counter()
+        state.step(proposer, k)
+        if i >= 2:
+            times.append(time.perf_counter() - start)
+            if len(times) >= 3 and statistics.median(times) > slow_s:
+                break  # clearly slower than the best so far: no need to time it fully
+    if proposer is not None:
+        proposer.reset()
+    return statistics.median(times) if times else float("inf")
 
 
 def pick_fastest(round_s: Callable[[int, float], float], candidates: Sequence[int] | None = None, *,
