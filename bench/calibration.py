@@ -68,8 +68,11 @@ class Calibration:
     """A plain target step timed right after the cost model (:mod:`bench.speed_probe`): the
     reference the headline's per-session probes are compared with. 0: not measured."""
     target_only_factors: tuple[float, ...] = ()
-    """Per session block of the headline: probe time / :attr:`probe_s`, the machine speed target-only
-    decoding is simulated at (set by the headline)."""
+    """Per session of the headline: probe time around its target-only run / :attr:`probe_s`, the
+    machine speed target-only decoding is simulated at (set by the headline)."""
+    run_speeds: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
+    """Per configuration and session of the headline: the probes around that run / :attr:`probe_s`
+    (each run is simulated at its own speed, :mod:`bench.drift`)."""
     measured: CostModel | None = None
     """The cost model as measured, before the drift rescale (set with :attr:`drift`)."""
 
@@ -103,6 +106,7 @@ class Calibration:
                 "unthrottled_load_s": self.unthrottled_load_s, "seconds": self.seconds,
                 "drift": dataclasses.asdict(self.drift) if self.drift else None,
                 "probe_s": self.probe_s, "target_only_factors": list(self.target_only_factors),
+                "run_speeds": {n: list(v) for n, v in self.run_speeds.items()},
                 "cost_model": json.loads(self.cost.to_json())}
 
 

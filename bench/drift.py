@@ -1,23 +1,30 @@
-"""How much slower or faster the machine ran the headline than when the cost model was measured.
+"""What the runtime's real rounds cost against the cost model, apart from the machine's speed.
 
 The cost model is calibrated in the first minute of a run; the headline's real runs take the
-next ten. On a shared or thermally throttled machine the speed moves in between (this machine's
-runs have shown -10% and +33% common offsets between simulated and real tokens/s, with a spread
-of only 4-6% across policies). The real runs record every round's measured draft and
-verification seconds, so the drift is measured where it matters: the ratio of those seconds to
-what the cost model charges for exactly the same rounds (draft, proposal length, catch-up),
-pooled over every policy's real runs. Simulations after the headline use the cost model scaled
-by it (:meth:`~memspec_ros.runtime.CostModel.compute_scaled`); loads are storage-paced wall time
-and stay as calibrated. What the simulator validation then checks is the policies' behaviour -
-which drafts, how many rounds, stalls, loads, overheads - against per-operation costs of the
-same minutes, not the machine's speed at calibration.
+next ten or twenty, and this machine's speed moves by 10-25% in that time (seconds-long slow
+spells too: runs of one session block, a minute apart, differed by up to 19%). Two things are
+therefore measured separately:
+
+* the machine's speed around every real run: a probe of plain target steps
+  (:mod:`bench.speed_probe`) between consecutive runs, the mean of the probes before and after a
+  run over the probe at calibration;
+* the drift: real over modelled seconds of exactly the same rounds (draft, proposal length,
+  catch-up, context), each run's seconds first divided by its speed, pooled over every policy's
+  real runs, separately for verification, each draft, and rounds during a load. What remains is
+  what running inside the runtime costs beyond the isolated measurements (draft and target
+  taking turns in the CPU caches, the loader's reads), the same for every run.
+
+A run is then simulated with the drift at its own speed (:meth:`Drift.at_speed`); loads are
+storage-paced wall time and stay as calibrated. What the simulator validation checks is the
+policies' behaviour - which drafts, how many rounds, stalls, loads, overheads - not the
+machine's speed in a given second.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from memspec_ros.runtime import CostModel, GenerationReport
@@ -33,20 +40,12 @@ class Drift:
     loading: float = 1.0
     """Rounds that ran while a draft was loading, measured over modelled, relative to the others:
     the loader's CPU work slows the decoding thread (a policy that loads a lot pays for it)."""
-    sessions: tuple[float, ...] = ()
-    """Per session block of the headline (every configuration's run of one session, back to back):
-    that block's overall factor relative to :attr:`overall` - how the machine's speed moved during
-    the run. :meth:`for_session` applies it."""
 
-    def for_session(self, i: int) -> Drift:
-        """This drift at the machine speed of session block ``i``: every compute factor scaled by that
-        block's speed relative to the whole run's (the components' ratios stay the whole run's: one
-        session's rounds of a rarely used draft are too few to measure it alone)."""
-        if i >= len(self.sessions):
-            return self
-        f = self.sessions[i]
-        return Drift(verify=self.verify * f, drafts={d: x * f for d, x in self.drafts.items()},
-                     overall=self.overall * f, loading=self.loading)
+    def at_speed(self, speed: float) -> Drift:
+        """This drift on a machine running ``speed`` times slower than when the cost model was measured
+        (a speed probe's ratio, :mod:`bench.speed_probe`): every compute factor scaled by it."""
+        return Drift(verify=self.verify * speed, drafts={d: x * speed for d, x in self.drafts.items()},
+                     overall=self.overall * speed, loading=self.loading)
 
     def apply(self, cost: CostModel) -> CostModel:
         """``cost`` with the target's compute (and overheads) scaled by ``verify``, each draft's by its own
@@ -54,50 +53,37 @@ class Drift:
         return dataclasses.replace(cost.compute_scaled(self.verify, self.drafts), loading_factor=self.loading)
 
 
-def compute_session_drift(cost: CostModel, blocks: Sequence[Sequence[Sequence[GenerationReport]]]) -> Drift | None:
-    """:func:`compute_drift` over every block's runs, with each block's relative speed in ``sessions``.
-
-    ``blocks[i]`` holds the runs of session ``i`` (every policy's reports of that session). The
-    headline rotates the configurations' order per session but runs a session's configurations
-    back to back, so a block is a stretch of wall time: a slow spell of the machine shows in one
-    block's factor and is charged to the simulation of that session only, for every policy alike.
-    """
-    whole = compute_drift(cost, [run for block in blocks for run in block])
-    if whole is None:
-        return None
-    factors = []
-    for block in blocks:
-        part = compute_drift(cost, block)
-        factors.append(part.overall / whole.overall if part is not None else 1.0)
-    return dataclasses.replace(whole, sessions=tuple(factors))
-
-
-def compute_drift(cost: CostModel, runs: Iterable[Sequence[GenerationReport]]) -> Drift | None:
+def compute_drift(cost: CostModel, runs: Sequence[Sequence[GenerationReport]],
+                  speeds: Sequence[float] | None = None) -> Drift | None:
     """Per component, measured over modelled seconds of the same rounds (None: no rounds).
 
     Components are kept apart because they drift apart: a draft's steps are a few small
     operators, a verification a few large ones, and other work on the machine slows them
-    differently.
+    differently. ``speeds[i]``, if given, is how much slower the machine ran during run ``i``
+    than at calibration (its speed probes): that run's seconds are divided by it first, so the
+    drift keeps only what the runtime itself costs and :meth:`Drift.at_speed` puts any run's
+    machine speed back.
     """
     real_verify = model_verify = 0.0
     real_draft: dict[str, float] = defaultdict(float)
     model_draft: dict[str, float] = defaultdict(float)
     real_by_load = {True: 0.0, False: 0.0}
     model_by_load = {True: 0.0, False: 0.0}
-    for reports in runs:
+    for i, reports in enumerate(runs):
+        slow = speeds[i] if speeds is not None and speeds[i] > 0 else 1.0
         for report in reports:
             for ev in report.timeline:
                 # Charged as the simulator charges the same round (trace_rounds.py): at its context.
                 modelled = cost.verify(ev.proposed, ev.context_tokens)
-                real_verify += ev.verify_s
+                real_verify += ev.verify_s / slow
                 model_verify += modelled
                 if ev.draft is not None and ev.proposed > 0:
                     proposal = cost.propose_at(ev.draft, ev.proposed, ev.catchup_tokens + 1, ev.context_tokens)
-                    real_draft[ev.draft] += ev.draft_s
+                    real_draft[ev.draft] += ev.draft_s / slow
                     model_draft[ev.draft] += proposal
                     modelled += proposal
                 loading = ev.load_in_flight  # the simulator's criterion too (trace_rounds.py)
-                real_by_load[loading] += ev.draft_s + ev.verify_s
+                real_by_load[loading] += (ev.draft_s + ev.verify_s) / slow
                 model_by_load[loading] += modelled
     if model_verify <= 0:
         return None

@@ -25,7 +25,7 @@ from memspec_ros.runtime.policies.oracle import DEFAULT_SEGMENT_ROUNDS, OraclePo
 
 from .calibration import Calibration
 from .config import BenchConfig
-from .drift import compute_session_drift
+from .drift import compute_drift
 from .hf_assisted import best_single_draft, run_hf_assisted, warm_up_hf
 from .measures import PolicySummary, RunMeasure, summarize
 from .policy_factory import PolicyFactory
@@ -106,14 +106,16 @@ def run_headline(bench: Bench, label: str = "") -> Headline:
     timeline_session = max(range(len(sessions)), key=lambda i: (len(sessions[i].topic_shifts), -i))
     timelines: dict[str, dict[str, object]] = {}
     config = bench.runtime_config()
-    session_reports: list[list[list]] = [[] for _ in sessions]
-    """Per session, every policy's per-turn reports (the session's block of wall time)."""
+    runs: dict[str, list[list]] = {name: [] for name in bench.policies}
+    """Per policy, its per-turn reports of every session (the drift is measured on their rounds)."""
     warm_up_hf(tb, traces[0], hf_draft, cfg.k)  # transformers' first generate() call initialises lazily
     probe_prompt = tb.engine.encode(bench.workload.calibration.turns[0].prompt)  # calibrate()'s probe text
-    probes: list[float] = []
+    reference = bench.calibration.probe_s
+    speeds: dict[str, list[float]] = {c: [] for c in configs}
+    """Per configuration and session: the machine's speed around that run (probe / calibration's probe)."""
     with bench.progress.phase(f"1 headline{label} (real runs)", len(configs) * len(sessions)) as step:
         for i, (session, trace) in enumerate(zip(sessions, traces, strict=True)):
-            probes.append(target_step_s(tb.engine, probe_prompt))  # the machine's speed for this block
+            before = target_step_s(tb.engine, probe_prompt)
             for name in _rotated(configs, i):
                 if name == TARGET_ONLY:
                     real[name].append(run_target_only(tb.engine, session, trace))
@@ -123,35 +125,41 @@ def run_headline(bench: Bench, label: str = "") -> Headline:
                 else:
                     measure, reports = run_policy(tb, session, trace, bench.factory, name, bench.budget, config)
                     real[name].append(measure)
-                    session_reports[i].append(reports)
+                    runs[name].append(reports)
                     if i == timeline_session:
                         timelines[name] = session_timeline(name, session, reports)
+                after = target_step_s(tb.engine, probe_prompt)  # also the next run's "before"
+                speeds[name].append((before + after) / 2 / reference if reference > 0 and before > 0 < after else 1.0)
+                before = after
                 step(f"{name} {session.name}")
     measured_cost = bench.calibration.cost
-    drift = compute_session_drift(measured_cost, session_reports)
-    session_costs = [measured_cost] * len(traces)
-    if drift is not None:  # every simulation from here on uses the speed the machine had in these runs
-        bench.calibration = dataclasses.replace(bench.calibration, drift=drift, cost=drift.apply(measured_cost),
-                                                measured=measured_cost)
-        session_costs = [drift.for_session(i).apply(measured_cost) for i in range(len(traces))]
-        bench.progress.log(f"drift: the real rounds took {drift.overall:.3f}x the calibrated compute time "
-                           f"(verification {drift.verify:.3f}x, drafts "
+    pairs = [(reports, speed) for name in bench.policies
+             for reports, speed in zip(runs[name], speeds[name], strict=True)]
+    drift = compute_drift(measured_cost, [r for r, _ in pairs], [s for _, s in pairs])
+    run_costs = {name: [measured_cost] * len(traces) for name in bench.policies}
+    policy_speeds = [s for _, s in pairs]
+    if drift is not None:  # every simulation from here on uses the runtime's measured cost at the run's speed
+        mean_speed = statistics.fmean(policy_speeds)
+        bench.calibration = dataclasses.replace(bench.calibration, drift=drift, measured=measured_cost,
+                                                cost=drift.at_speed(mean_speed).apply(measured_cost))
+        run_costs = {name: [drift.at_speed(s).apply(measured_cost) for s in speeds[name]] for name in bench.policies}
+        bench.progress.log(f"drift: at the calibration's machine speed, the real rounds took {drift.overall:.3f}x "
+                           f"the calibrated compute time (verification {drift.verify:.3f}x, drafts "
                            + ", ".join(f"{d} {x:.2f}x" for d, x in drift.drafts.items())
-                           + f"; rounds during a load {drift.loading:.3f}x; per session block "
-                           + ", ".join(f"{x:.2f}" for x in drift.sessions)
-                           + "); simulations use the rescaled cost model")
-    reference = bench.calibration.probe_s
-    factors = tuple(p / reference if reference > 0 and p > 0 else 1.0 for p in probes)
-    bench.calibration = dataclasses.replace(bench.calibration, target_only_factors=factors)
+                           + f"; rounds during a load {drift.loading:.3f}x); the machine ran at "
+                           f"{min(policy_speeds):.2f}-{max(policy_speeds):.2f}x the calibration's step time "
+                           "around the runs; each run is simulated at its own speed")
+    bench.calibration = dataclasses.replace(bench.calibration, target_only_factors=tuple(speeds[TARGET_ONLY]),
+                                            run_speeds={n: tuple(v) for n, v in speeds.items() if v})
     simulated: dict[str, list[RunMeasure]] = {}
     with bench.progress.phase(f"1 headline{label} (simulated)", len(bench.policies)) as step:
         for name in bench.policies:
             simulated[name] = [simulate(tb.catalogue, bench.budget, bench.factory, name, tr, cost, config)
-                               for tr, cost in zip(traces, session_costs, strict=True)]
+                               for tr, cost in zip(traces, run_costs[name], strict=True)]
             step(name)
         # Target-only runs no runtime: it is charged the machine's speed (the probe), not the runtime's rounds'.
         simulated[TARGET_ONLY] = [model_target_only(tr, measured_cost.compute_scaled(f))
-                                  for tr, f in zip(traces, factors, strict=True)]
+                                  for tr, f in zip(traces, speeds[TARGET_ONLY], strict=True)]
     return Headline(real=real, simulated=simulated, timelines=timelines, hf_draft=hf_draft)
 
 

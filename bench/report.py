@@ -233,25 +233,23 @@ def _simulator_section(r: Results) -> list[str]:
         real_ratio = sv["memspec"]["real_tokens_per_s"] / sv[ref]["real_tokens_per_s"]
         sim_ratio = sv["memspec"]["sim_tokens_per_s"] / sv[ref]["sim_tokens_per_s"]
         note += f" The headline ratio memspec / {ref} is {real_ratio:.2f}x real and {sim_ratio:.2f}x simulated."
-    drift = (r.get("calibration") or {}).get("drift")
+    cal = r.get("calibration") or {}
+    speeds = [x for v in (cal.get("run_speeds") or {}).values() for x in v]
+    if speeds:
+        note += (" The machine's speed moves during a run, so a probe of plain target steps is timed after the cost "
+                 f"model and between consecutive real runs (bench/speed_probe.py): around the runs it ranged "
+                 f"{min(speeds):.2f}-{max(speeds):.2f}x the calibration's step time, and every run is simulated at "
+                 "its own speed.")
+    drift = cal.get("drift")
     if drift:
         drafts = ", ".join(f"{d} {x:.2f}x" for d, x in drift["drafts"].items())
-        note += (f" The cost model was measured before the headline; its real rounds then took {drift['overall']:.3f}x "
-                 f"the calibrated compute time (verification {drift['verify']:.3f}x; drafts {drafts}; rounds while a "
-                 f"draft was loading a further {drift.get('loading', 1.0):.3f}x), so every "
-                 "policy's simulation uses compute times rescaled by those factors (bench/drift.py)"
-                 + (f"; the machine's speed per session block (every configuration's run of one session, back to "
-                    f"back) ranged {min(drift['sessions']):.2f}-{max(drift['sessions']):.2f}x the run's, and each "
-                    "session of experiment 1 is simulated at its block's speed" if drift.get("sessions") else "")
-                 + ": what is validated is "
-                 "each policy's behaviour - drafts, rounds, stalls, loads, overheads - at the machine speed of the "
-                 "run.")
-    probes = (r.get("calibration") or {}).get("target_only_factors") or []
-    if probes:
-        note += (" Target-only decoding runs none of the runtime, so it is simulated at the machine's speed instead: "
-                 "a probe of plain target steps, timed after the cost model and again before every session block, "
-                 f"put that block's speed at {min(probes):.2f}-{max(probes):.2f}x the calibration's "
-                 "(bench/speed_probe.py).")
+        note += (f" At the calibration's speed, the runtime's real rounds took {drift['overall']:.3f}x the calibrated "
+                 f"compute time (verification {drift['verify']:.3f}x; drafts {drafts}; rounds while a draft was "
+                 f"loading a further {drift.get('loading', 1.0):.3f}x): what running inside the runtime costs beyond "
+                 "isolated steps, pooled over every policy's rounds and charged to every policy's simulation "
+                 "(bench/drift.py). Target-only decoding runs none of the runtime and is simulated at its probes' "
+                 "speed alone. What is validated is each policy's behaviour - drafts, rounds, stalls, loads, "
+                 "overheads - at the machine speed of its run.")
     pol = r["policies"]
     background = [n for n in sv if n in pol and pol[n]["loads"] and not pol[n]["stall_s"]]
     bg = [sv[n]["error"] for n in background if sv[n]["error"] is not None]

@@ -1,13 +1,13 @@
-"""How fast the machine runs plain target steps right now: the speed reference of target-only decoding.
+"""How fast the machine runs plain target steps right now: the yardstick of the machine's speed.
 
-The drift of :mod:`bench.drift` is measured on the runtime's speculative rounds, and those also
-carry what the runtime itself costs them: draft and target weights evicting each other from the
-CPU caches, the loader's reads, and at two threads on two cores the decoding threads fighting
-the loader (the 2-thread runs measured 2.3x the isolated round time, while plain target-only
-decoding got faster). Charging that to modelled target-only decoding, which runs none of it,
-under-predicted it by 43%. Target-only's model is therefore rescaled by this probe instead: a
-few target steps timed right after the cost model is measured and again before every session
-block of the headline, so what carries over is the machine's speed and nothing else.
+The machine's speed moves during a benchmark (other work, clocks, cache state) by 10-25% over
+minutes and by up to 19% between runs a minute apart. A few target steps on a fixed prompt,
+timed right after the cost model is measured and again between consecutive real runs of the
+headline, say how fast the machine was around each run (the mean of the probes before and
+after it) without running any of the runtime. :mod:`bench.drift` divides each run's measured
+rounds by that speed; target-only decoding, which runs none of the runtime, is simulated at
+its probes' speed alone (charged the runtime's drift, which at two threads on two cores carries
+the decoding threads fighting the loader, it was under-predicted by 43%).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from memspec_ros.core.engine import SpeculativeEngine
 from memspec_ros.core.thread_tuning import median_round_s
 
-PROBE_STEPS = 12
+PROBE_STEPS = 24
 
 
 def target_step_s(engine: SpeculativeEngine, prompt_ids: Sequence[int], steps: int = PROBE_STEPS) -> float:

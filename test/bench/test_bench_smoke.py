@@ -169,7 +169,7 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     """A simulator-only mini experiment through the real assembly, report and plot code."""
     from bench.calibration import Calibration
     from bench.config import BenchConfig
-    from bench.drift import compute_drift, compute_session_drift
+    from bench.drift import compute_drift
     from bench.experiments import HF_ASSISTED, HF_ASSISTED_HEURISTIC, TARGET_ONLY, Bench, Headline, ablation, run_sweeps
     from bench.hf_assisted import best_single_draft, single_draft_rounds
     from bench.measures import RunMeasure
@@ -228,14 +228,15 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     assert slower.verify == pytest.approx(2.0) and all(x == pytest.approx(4.0) for x in slower.drafts.values())
     assert compute_drift(drift.apply(cost), [reports]).overall == pytest.approx(1.0)
     assert drift.loading == pytest.approx(1.0) and drift.apply(cost).loading_factor == pytest.approx(1.0)
-    # A slow spell: the second session block ran at half speed. Each block's simulation gets its own speed.
+    # A slow spell: the second run's machine ran at half speed (its probes say 2.0). Divided out, the runtime's
+    # drift is the same for both; each run is simulated at its own speed.
     slow_reports: list = []
     simulate(testbed.catalogue, bench.budget, bench.factory, "memspec", traces[0], cost.compute_scaled(2.0),
              bench.runtime_config(), keep_reports=slow_reports)
-    blocks = compute_session_drift(cost, [[reports], [slow_reports]])
-    assert 1.0 < blocks.overall < 2.0 and blocks.sessions[0] < 1.0 < blocks.sessions[1]
-    assert compute_drift(blocks.for_session(0).apply(cost), [reports]).overall == pytest.approx(1.0, rel=0.02)
-    assert compute_drift(blocks.for_session(1).apply(cost), [slow_reports]).overall == pytest.approx(1.0, rel=0.02)
+    blocks = compute_drift(cost, [reports, slow_reports], [1.0, 2.0])
+    assert blocks.overall == pytest.approx(1.0, rel=0.02)
+    assert compute_drift(blocks.at_speed(2.0).apply(cost), [slow_reports]).overall == pytest.approx(1.0, rel=0.02)
+    assert 1.0 < compute_drift(cost, [reports, slow_reports]).overall < 2.0, "without the probes: a blend"
     slowed = simulate(testbed.catalogue, bench.budget, bench.factory, "memspec", traces[0],
                       dataclasses.replace(cost, loading_factor=3.0),
                       bench.runtime_config())
@@ -292,9 +293,9 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     text = render_report(alone)  # the quick preset: auto, no other count measured, so no "fastest" claim
     assert "No other count was measured" in text and "chose 1 thread(s)" in text and "fastest" not in text
     drifted = {**loaded, "calibration": {**loaded["calibration"], "drift": dataclasses.asdict(blocks),
-                                         "target_only_factors": [1.1, 0.9]}}
-    assert "each session of experiment 1 is simulated at its block's speed" in render_report(drifted)
-    assert "put that block's speed at 0.90-1.10x the calibration's" in render_report(drifted)
+                                         "run_speeds": {"memspec": [1.0, 1.2], "target-only": [1.1, 0.9]}}}
+    assert "it ranged 0.90-1.20x the calibration's step time, and every run is simulated at its own speed" \
+        in render_report(drifted)
     # Target-only's time model: the measured model at the probes' speed, not the runtime's drift.
     probed = dataclasses.replace(cal, cost=cost.compute_scaled(3.0), measured=cost, target_only_factors=(1.0, 1.5))
     assert probed.target_only_cost().verify(0) == pytest.approx(cost.verify(0) * 1.25)
