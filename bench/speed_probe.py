@@ -6,8 +6,8 @@ timed right after the cost model is measured and again between consecutive real 
 headline, say how fast the machine was around each run (the mean of the probes before and
 after it) without running any of the runtime. :mod:`bench.drift` divides each run's measured
 rounds by that speed; target-only decoding, which runs none of the runtime, is simulated at
-its probes' speed alone (charged the runtime's drift, which at two threads on two cores carries
-the decoding threads fighting the loader, it was under-predicted by 43%).
+its probes' speed alone (charged the runtime's drift, it was once under-predicted by 43%: at two
+threads the loader's OpenMP team then slowed every runtime round, :mod:`memspec_ros.core.serial_thread`).
 """
 
 from __future__ import annotations

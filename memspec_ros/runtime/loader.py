@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from memspec_ros.core.serial_thread import make_this_thread_serial
+
 from .catalogue import DraftSpec
 from .pool import DraftPool
 from .residency import DraftState
@@ -247,6 +249,7 @@ class BackgroundLoader:
         return sum(1 for t in self._queue if t.urgent)
 
     def _run(self) -> None:
+        make_this_thread_serial()  # a materialisation must not give this thread an OpenMP team (serial_thread.py)
         while True:
             with self._lock:
                 while not self._queue and not self._closed:

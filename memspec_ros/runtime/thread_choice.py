@@ -1,10 +1,12 @@
 """``num_threads: 0`` (auto) for a whole model set: time what the node will run, then keep the fastest.
 
 Timing bare engine rounds was not enough: on the 2-core test machine two threads timed 11-26%
-faster per bare round, yet inside the runtime (its loader thread, the policy's and trackers'
-small tensor work between rounds, a draft and the target taking turns in the CPU caches) the
-same rounds took twice as long at two threads and MemSpec fell to 0.7x target-only. So auto
-times rounds the way the node runs them: a :class:`DraftRuntime` over the model set, with the
+faster per bare round, yet inside the runtime the same rounds took twice as long at two threads
+and MemSpec fell to 0.7x target-only. The cause was the loader thread's first materialisation
+giving it an OpenMP team of its own, after which every team's idle workers sleep between
+operators (:mod:`memspec_ros.core.serial_thread`, now applied to the loader); whatever else
+the runtime adds around a round is machine-specific too. So auto times rounds the way the node
+runs them: a :class:`DraftRuntime` over the model set, with the
 static policy on one draft, its loader thread running, at each candidate count. The node's
 configure and the benchmark's headline both call :func:`choose_threads`, so the benchmark
 measures exactly the thread count a node on the same machine would run with.
