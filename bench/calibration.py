@@ -67,21 +67,18 @@ class Calibration:
     probe_s: float = 0.0
     """A plain target step timed right after the cost model (:mod:`bench.speed_probe`): the
     reference the headline's per-session probes are compared with. 0: not measured."""
-    target_only_factors: tuple[float, ...] = ()
-    """Per session of the headline: probe time around its target-only run / :attr:`probe_s`, the
-    machine speed target-only decoding is simulated at (set by the headline)."""
-    run_speeds: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
-    """Per configuration and session of the headline: the probes around that run / :attr:`probe_s`
-    (each run is simulated at its own speed, :mod:`bench.drift`)."""
+    block_speeds: tuple[float, ...] = ()
+    """Per session block of the headline: the median of the probes timed between its runs over
+    :attr:`probe_s`; every run of the block is simulated at it (:mod:`bench.drift`)."""
     measured: CostModel | None = None
     """The cost model as measured, before the drift rescale (set with :attr:`drift`)."""
 
     def target_only_cost(self) -> CostModel:
         """The time model of plain target-only decoding: the measured model at the probes' mean speed."""
         base = self.measured or self.cost
-        if not self.target_only_factors:
+        if not self.block_speeds:
             return base
-        return base.compute_scaled(statistics.fmean(self.target_only_factors))
+        return base.compute_scaled(statistics.fmean(self.block_speeds))
 
     @property
     def mean_load_s(self) -> float:
@@ -105,8 +102,7 @@ class Calibration:
                 "bandwidth_bytes_per_s": self.storage.bandwidth_bytes_per_s,
                 "unthrottled_load_s": self.unthrottled_load_s, "seconds": self.seconds,
                 "drift": dataclasses.asdict(self.drift) if self.drift else None,
-                "probe_s": self.probe_s, "target_only_factors": list(self.target_only_factors),
-                "run_speeds": {n: list(v) for n, v in self.run_speeds.items()},
+                "probe_s": self.probe_s, "block_speeds": list(self.block_speeds),
                 "cost_model": json.loads(self.cost.to_json())}
 
 

@@ -5,16 +5,16 @@ next ten or twenty, and this machine's speed moves by 10-25% in that time (secon
 spells too: runs of one session block, a minute apart, differed by up to 19%). Two things are
 therefore measured separately:
 
-* the machine's speed around every real run: a probe of plain target steps
-  (:mod:`bench.speed_probe`) between consecutive runs, the mean of the probes before and after a
-  run over the probe at calibration;
+* the machine's speed during each session block (every configuration's run of one session,
+  back to back): probes of plain target steps (:mod:`bench.speed_probe`) between consecutive
+  runs, their median over the probe at calibration;
 * the drift: real over modelled seconds of exactly the same rounds (draft, proposal length,
   catch-up, context), each run's seconds first divided by its speed, pooled over every policy's
   real runs, separately for verification, each draft, and rounds during a load. What remains is
   what running inside the runtime costs beyond the isolated measurements (draft and target
   taking turns in the CPU caches, the loader's reads), the same for every run.
 
-A run is then simulated with the drift at its own speed (:meth:`Drift.at_speed`); loads are
+A run is then simulated with the drift at its block's speed (:meth:`Drift.at_speed`); loads are
 storage-paced wall time and stay as calibrated. What the simulator validation checks is the
 policies' behaviour - which drafts, how many rounds, stalls, loads, overheads - not the
 machine's speed in a given second.

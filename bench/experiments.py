@@ -111,11 +111,11 @@ def run_headline(bench: Bench, label: str = "") -> Headline:
     warm_up_hf(tb, traces[0], hf_draft, cfg.k)  # transformers' first generate() call initialises lazily
     probe_prompt = tb.engine.encode(bench.workload.calibration.turns[0].prompt)  # calibrate()'s probe text
     reference = bench.calibration.probe_s
-    speeds: dict[str, list[float]] = {c: [] for c in configs}
-    """Per configuration and session: the machine's speed around that run (probe / calibration's probe)."""
+    speeds: list[float] = []
+    """Per session block: the machine's speed (the median probe over the calibration's)."""
     with bench.progress.phase(f"1 headline{label} (real runs)", len(configs) * len(sessions)) as step:
         for i, (session, trace) in enumerate(zip(sessions, traces, strict=True)):
-            before = target_step_s(tb.engine, probe_prompt)
+            probes = [target_step_s(tb.engine, probe_prompt)]
             for name in _rotated(configs, i):
                 if name == TARGET_ONLY:
                     real[name].append(run_target_only(tb.engine, session, trace))
@@ -128,38 +128,35 @@ def run_headline(bench: Bench, label: str = "") -> Headline:
                     runs[name].append(reports)
                     if i == timeline_session:
                         timelines[name] = session_timeline(name, session, reports)
-                after = target_step_s(tb.engine, probe_prompt)  # also the next run's "before"
-                speeds[name].append((before + after) / 2 / reference if reference > 0 and before > 0 < after else 1.0)
-                before = after
+                probes.append(target_step_s(tb.engine, probe_prompt))
                 step(f"{name} {session.name}")
+            timed = [p for p in probes if p > 0]
+            speeds.append(statistics.median(timed) / reference if reference > 0 and timed else 1.0)
     measured_cost = bench.calibration.cost
-    pairs = [(reports, speed) for name in bench.policies
-             for reports, speed in zip(runs[name], speeds[name], strict=True)]
-    drift = compute_drift(measured_cost, [r for r, _ in pairs], [s for _, s in pairs])
-    run_costs = {name: [measured_cost] * len(traces) for name in bench.policies}
-    policy_speeds = [s for _, s in pairs]
-    if drift is not None:  # every simulation from here on uses the runtime's measured cost at the run's speed
-        mean_speed = statistics.fmean(policy_speeds)
+    # runs[name][i] ran in session block i: its seconds are divided by that block's speed.
+    drift = compute_drift(measured_cost, [r for name in bench.policies for r in runs[name]],
+                          [s for name in bench.policies for s in speeds[: len(runs[name])]])
+    session_costs = [measured_cost] * len(traces)
+    if drift is not None:  # every simulation from here on: the runtime's measured cost at the block's speed
         bench.calibration = dataclasses.replace(bench.calibration, drift=drift, measured=measured_cost,
-                                                cost=drift.at_speed(mean_speed).apply(measured_cost))
-        run_costs = {name: [drift.at_speed(s).apply(measured_cost) for s in speeds[name]] for name in bench.policies}
+                                                cost=drift.at_speed(statistics.fmean(speeds)).apply(measured_cost))
+        session_costs = [drift.at_speed(s).apply(measured_cost) for s in speeds]
         bench.progress.log(f"drift: at the calibration's machine speed, the real rounds took {drift.overall:.3f}x "
                            f"the calibrated compute time (verification {drift.verify:.3f}x, drafts "
                            + ", ".join(f"{d} {x:.2f}x" for d, x in drift.drafts.items())
                            + f"; rounds during a load {drift.loading:.3f}x); the machine ran at "
-                           f"{min(policy_speeds):.2f}-{max(policy_speeds):.2f}x the calibration's step time "
-                           "around the runs; each run is simulated at its own speed")
-    bench.calibration = dataclasses.replace(bench.calibration, target_only_factors=tuple(speeds[TARGET_ONLY]),
-                                            run_speeds={n: tuple(v) for n, v in speeds.items() if v})
+                           + ", ".join(f"{x:.2f}" for x in speeds)
+                           + "x the calibration's step time by session block; each run simulated at its block's")
+    bench.calibration = dataclasses.replace(bench.calibration, block_speeds=tuple(speeds))
     simulated: dict[str, list[RunMeasure]] = {}
     with bench.progress.phase(f"1 headline{label} (simulated)", len(bench.policies)) as step:
         for name in bench.policies:
             simulated[name] = [simulate(tb.catalogue, bench.budget, bench.factory, name, tr, cost, config)
-                               for tr, cost in zip(traces, run_costs[name], strict=True)]
+                               for tr, cost in zip(traces, session_costs, strict=True)]
             step(name)
-        # Target-only runs no runtime: it is charged the machine's speed (the probe), not the runtime's rounds'.
+        # Target-only runs no runtime: it is charged the machine's speed (the probes), not the runtime's drift.
         simulated[TARGET_ONLY] = [model_target_only(tr, measured_cost.compute_scaled(f))
-                                  for tr, f in zip(traces, speeds[TARGET_ONLY], strict=True)]
+                                  for tr, f in zip(traces, speeds, strict=True)]
     return Headline(real=real, simulated=simulated, timelines=timelines, hf_draft=hf_draft)
 
 

@@ -234,12 +234,12 @@ def _simulator_section(r: Results) -> list[str]:
         sim_ratio = sv["memspec"]["sim_tokens_per_s"] / sv[ref]["sim_tokens_per_s"]
         note += f" The headline ratio memspec / {ref} is {real_ratio:.2f}x real and {sim_ratio:.2f}x simulated."
     cal = r.get("calibration") or {}
-    speeds = [x for v in (cal.get("run_speeds") or {}).values() for x in v]
+    speeds = cal.get("block_speeds") or []
     if speeds:
         note += (" The machine's speed moves during a run, so a probe of plain target steps is timed after the cost "
-                 f"model and between consecutive real runs (bench/speed_probe.py): around the runs it ranged "
-                 f"{min(speeds):.2f}-{max(speeds):.2f}x the calibration's step time, and every run is simulated at "
-                 "its own speed.")
+                 f"model and between consecutive real runs (bench/speed_probe.py): per session block (the "
+                 f"probes' median) it ranged {min(speeds):.2f}-{max(speeds):.2f}x the calibration's step time, and "
+                 "every run is simulated at its block's speed.")
     drift = cal.get("drift")
     if drift:
         drafts = ", ".join(f"{d} {x:.2f}x" for d, x in drift["drafts"].items())

@@ -39,15 +39,20 @@ def simulate(catalogue: Catalogue, budget: Budget, factory: PolicyFactory, name:
 
 
 def model_target_only(traces: DialogueTraces, cost: CostModel) -> RunMeasure:
-    """Modelled target-only decoding of a session: prefill per turn, one target step per token.
+    """Modelled target-only decoding of a session: prefill per turn, one target step per token, each
+    at the context it runs at (the cache is kept within a conversation, as in the real run).
 
     No runtime bookkeeping is charged: target-only decoding runs the engine directly.
     """
     wall = 0.0
     tokens = 0
     for conv in traces.conversations:
+        context = 0
         for i, turn in enumerate(conv.turns):
             n = len(turn.output_ids)
-            wall += cost.prefill(len(turn.prompt_ids) - (1 if i == 0 else 0)) + n * cost.verify(0)
+            context += len(turn.prompt_ids)
+            wall += cost.prefill(len(turn.prompt_ids) - (1 if i == 0 else 0))
+            wall += sum(cost.verify(0, context + j) for j in range(n))
+            context += n
             tokens += n
     return RunMeasure(session=traces.name, tokens=tokens, wall_s=wall, rounds=tokens)

@@ -228,8 +228,8 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     assert slower.verify == pytest.approx(2.0) and all(x == pytest.approx(4.0) for x in slower.drafts.values())
     assert compute_drift(drift.apply(cost), [reports]).overall == pytest.approx(1.0)
     assert drift.loading == pytest.approx(1.0) and drift.apply(cost).loading_factor == pytest.approx(1.0)
-    # A slow spell: the second run's machine ran at half speed (its probes say 2.0). Divided out, the runtime's
-    # drift is the same for both; each run is simulated at its own speed.
+    # A slow spell: the second run's machine ran at half speed (its block's probes say 2.0). Divided out, the
+    # runtime's drift is the same for both; each run is simulated at its block's speed.
     slow_reports: list = []
     simulate(testbed.catalogue, bench.budget, bench.factory, "memspec", traces[0], cost.compute_scaled(2.0),
              bench.runtime_config(), keep_reports=slow_reports)
@@ -293,13 +293,15 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     text = render_report(alone)  # the quick preset: auto, no other count measured, so no "fastest" claim
     assert "No other count was measured" in text and "chose 1 thread(s)" in text and "fastest" not in text
     drifted = {**loaded, "calibration": {**loaded["calibration"], "drift": dataclasses.asdict(blocks),
-                                         "run_speeds": {"memspec": [1.0, 1.2], "target-only": [1.1, 0.9]}}}
-    assert "it ranged 0.90-1.20x the calibration's step time, and every run is simulated at its own speed" \
+                                         "block_speeds": [1.2, 0.9]}}
+    assert "it ranged 0.90-1.20x the calibration's step time, and every run is simulated at its block's speed" \
         in render_report(drifted)
     # Target-only's time model: the measured model at the probes' speed, not the runtime's drift.
-    probed = dataclasses.replace(cal, cost=cost.compute_scaled(3.0), measured=cost, target_only_factors=(1.0, 1.5))
+    probed = dataclasses.replace(cal, cost=cost.compute_scaled(3.0), measured=cost, block_speeds=(1.0, 1.5))
     assert probed.target_only_cost().verify(0) == pytest.approx(cost.verify(0) * 1.25)
     assert target_step_s(testbed.engine, testbed.engine.encode("USER: hello"), steps=3) > 0
+    sloped = dataclasses.replace(cost, verify_slope_s=1e-4)  # target-only steps are charged at their context
+    assert model_target_only(traces[0], sloped).wall_s > model_target_only(traces[0], cost).wall_s
     fixed = {**loaded, "thread_settings": {**ts, "settings": ts["settings"][:1], "auto": False, "auto_round_ms": None}}
     assert "## Thread settings" not in render_report(fixed)  # --threads N alone: the configuration says it all
     for heading in ("## Configuration", "## Reproduce", "## Targets", "## Experiment 1", "## Experiment 2",
