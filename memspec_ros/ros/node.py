@@ -13,8 +13,10 @@ come from the runtime.
 
 Threads and callback groups (all on one MultiThreadedExecutor):
 
-* ``_action_group`` (reentrant): goal, cancel and execute callbacks. A generation runs in
-  its execute callback, one round at a time.
+* ``_action_group`` (reentrant): goal, cancel and execute callbacks. An execute callback
+  hands its generation to the node's torch thread (:class:`TorchThread`, which also loads the
+  models at configure) and waits for it; the generation runs one round at a time and checks
+  for a cancel between rounds.
 * ``_prediction_group``: prediction (``DraftRuntime.plan``: the forecast and the wanted working
   set). The decoding loop only *triggers a guard condition* every ``check_interval`` rounds
   (a context hint triggers it too); the forecast runs here, in another thread, so a slow one
@@ -77,6 +79,7 @@ from memspec_ros.ros.session_files import (
     prepare_session_dir,
     session_dir_path,
 )
+from memspec_ros.ros.torch_thread import TorchThread
 from memspec_ros.runtime.policies import Policy
 from memspec_ros.runtime.residency import DraftState, ResidencyEvent
 from memspec_ros.runtime.runtime import DraftRuntime, GenerationReport
@@ -117,6 +120,9 @@ class MemSpecNode(LifecycleNode):
         self._counters = {"goals": 0, "rejected": 0, "failed": 0}
         self._entities: list[Any] = []
         self.dialogues = DialogueStore(16)
+        self._torch = TorchThread()
+        """Model loading, thread tuning and every generation run here, not on the executor's threads
+        (torch_thread.py says why)."""
         self._action_group = ReentrantCallbackGroup()
         self._prediction_group = MutuallyExclusiveCallbackGroup()
         self._prefetch_group = MutuallyExclusiveCallbackGroup()
@@ -143,7 +149,7 @@ class MemSpecNode(LifecycleNode):
         t0 = time.monotonic()
         try:
             config = validate(read_values(self), self._param_problems)
-            built = build_runtime(config)
+            built = self._torch.run(build_runtime, config)
         except ConfigError as exc:
             self.get_logger().error(f"configure failed: {exc}")
             return TransitionCallbackReturn.FAILURE
@@ -256,6 +262,11 @@ class MemSpecNode(LifecycleNode):
             self.get_logger().error("shutdown: a generation did not stop; leaving its models to process exit")
         self.get_logger().info(f"shut down from state '{state.label}'")
         return TransitionCallbackReturn.SUCCESS
+
+    def destroy_node(self) -> None:
+        """Also ends the torch thread (after whatever it is running)."""
+        self._torch.close()
+        super().destroy_node()
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._active = False
@@ -563,9 +574,9 @@ class MemSpecNode(LifecycleNode):
             return FinishReason.DEACTIVATED if self._stop_reason is not None else None
 
         with runtime.hint_scope(goal.domain_hint or None):
-            report = runtime.run_turn(request, sampling_params(goal), conversation=conversation,
-                                      on_progress=publish, progress_every=self.config["feedback_every_rounds"],
-                                      should_stop=stop)
+            report = self._torch.run(runtime.run_turn, request, sampling_params(goal), conversation=conversation,
+                                     on_progress=publish, progress_every=self.config["feedback_every_rounds"],
+                                     should_stop=stop)
         if report.kept_tokens is not None:
             self.get_logger().info(f"session {echo(goal.session_id)} reached the context window: "
                                    f"continuing from its last {report.kept_tokens} tokens")

@@ -1,0 +1,33 @@
+"""The node's torch thread: every job on the same thread, results and exceptions handed back."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from memspec_ros.ros.torch_thread import TorchThread
+
+
+def test_jobs_share_one_thread_and_hand_back_results_and_errors() -> None:
+    worker = TorchThread()
+    try:
+        seen = {worker.run(threading.get_ident) for _ in range(5)}
+        callers = set()
+        threads = [threading.Thread(target=lambda: callers.add(worker.run(threading.get_ident))) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(seen) == 1 and callers == seen, "jobs from different callers ran on different threads"
+        assert seen != {threading.get_ident()}
+        assert worker.run(lambda a, b=0: a + b, 2, b=3) == 5
+        with pytest.raises(ValueError, match="bad goal"):
+            worker.run(lambda: (_ for _ in ()).throw(ValueError("bad goal")))
+        assert worker.run(lambda: "still serving") == "still serving"
+    finally:
+        worker.close()
+    worker._thread.join(timeout=5)
+    assert not worker._thread.is_alive()
+    with pytest.raises(RuntimeError, match="closed"):
+        worker.run(lambda: None)
