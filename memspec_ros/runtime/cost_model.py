@@ -49,7 +49,14 @@ class CostModel:
     """Storage-to-resident time per draft."""
     verify_ref_len: int = 0
     verify_slope_s: float = 0.0
-    """Extra verification seconds per context token (attention over a longer KV cache)."""
+    """Extra seconds of a full verification (k proposed tokens) per context token (attention over a
+    longer KV cache)."""
+    step_slope_s: float | None = None
+    """The same for a one-token target step (0 proposed): attention grows with the tokens scored
+    times the context, so a step's slope is a fraction of a k+1-token verification's, and charging
+    it the verification's slope over-charged long target-only dialogues by 15%. A verification of
+    ``p`` tokens is interpolated between the two. None: measured before this existed, use
+    ``verify_slope_s`` for every length."""
     draft_slope_s: float = 0.0
     """Extra seconds per proposed token per context token (the draft's attention)."""
     round_overhead_s: float = 0.0
@@ -89,7 +96,15 @@ class CostModel:
         base = self.verify_s[proposed] if proposed in self.verify_s else self.verify_s[max(self.verify_s)]
         if context is None:
             return base
-        return max(0.0, base + self.verify_slope_s * (context - self.verify_ref_len))
+        return max(0.0, base + self.context_slope(proposed) * (context - self.verify_ref_len))
+
+    def context_slope(self, proposed: int) -> float:
+        """Extra seconds per context token of a verification of ``proposed`` tokens."""
+        if self.step_slope_s is None:
+            return self.verify_slope_s
+        full = max(self.verify_s)
+        share = min(1.0, proposed / full) if full > 0 else 1.0
+        return self.step_slope_s + share * (self.verify_slope_s - self.step_slope_s)
 
     def propose_at(self, draft: str, k_round: int, suffix: int, context: int) -> float:
         """:meth:`propose_s` corrected for the context length (see ``draft_slope_s``)."""
@@ -134,6 +149,8 @@ class CostModel:
         for key in ("verify_slope_s", "draft_slope_s", "round_overhead_s", "turn_overhead_s", "tick_s",
                     "predictor_s"):
             d[key] = getattr(self, key) * factor
+        if self.step_slope_s is not None:
+            d["step_slope_s"] = self.step_slope_s * factor
         return CostModel(**d)
 
     def with_loads(self, load_s: Mapping[str, float]) -> CostModel:
@@ -223,6 +240,7 @@ def measure_cost_model(
     verify_s = {p: verify_at(base, p) for p in range(0, k + 1)}
     short, long_ = max(2, min(48, len(ctx) // 8)), len(ctx) - k - 1
     verify_slope = max(0.0, (verify_at(long_, k) - verify_at(short, k)) / max(1, long_ - short))
+    step_slope = max(0.0, (verify_at(long_, 0) - verify_at(short, 0)) / max(1, long_ - short))
     prefill_n = [8, 32, 96]
     prefill_t = []
     for n in prefill_n:
@@ -263,7 +281,8 @@ def measure_cost_model(
         feed_s[name] = _fit_line(ns, ts)
         prop.reset()
     draft_slope = max(0.0, (float(np.mean(slopes_hi)) - float(np.mean(slopes_lo))) / max(1, long_ - k - short))
-    cost = CostModel(verify_s=verify_s, verify_ref_len=base, verify_slope_s=verify_slope, draft_slope_s=draft_slope,
+    cost = CostModel(verify_s=verify_s, verify_ref_len=base, verify_slope_s=verify_slope, step_slope_s=step_slope,
+                     draft_slope_s=draft_slope,
                      draft_step_s=step_s, draft_feed_s=feed_s,
                      prefill_s=_fit_line(prefill_n, prefill_t), load_s=dict(load_s or {}), draft_propose_s=propose_s)
     if engine is not None and round_prompts:

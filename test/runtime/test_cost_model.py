@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from memspec_ros.runtime import CostModel, make_materializer, measure_cost_model
 from memspec_ros.runtime.cost_model import min_cost_model
 
@@ -26,3 +30,15 @@ def test_measured_cost_model(world) -> None:
     assert again.verify(4, 100) == cost.verify(4, 100)
     low = min_cost_model([cost, again])
     assert low.verify_s == cost.verify_s
+
+
+def test_context_slope_of_a_target_step_is_its_own_and_longer_verifications_interpolate() -> None:
+    """A one-token step attends from one position, a k+1-token verification from k+1: their context slopes differ."""
+    cost = CostModel(verify_s={0: 0.010, 2: 0.012, 4: 0.014}, draft_step_s={}, draft_feed_s={},
+                     verify_ref_len=100, verify_slope_s=5e-5, step_slope_s=1e-5)
+    assert cost.verify(0, 300) == pytest.approx(0.010 + 200 * 1e-5)
+    assert cost.verify(4, 300) == pytest.approx(0.014 + 200 * 5e-5)
+    assert cost.verify(2, 300) == pytest.approx(0.012 + 200 * 3e-5)
+    assert cost.compute_scaled(2.0).verify(0, 300) == pytest.approx(2 * (0.010 + 200 * 1e-5))
+    legacy = CostModel.from_json(dataclasses.replace(cost, step_slope_s=None).to_json())
+    assert legacy.verify(0, 300) == pytest.approx(0.010 + 200 * 5e-5), "older results: one slope for every length"
