@@ -146,7 +146,8 @@ def run_headline(bench: Bench, label: str = "") -> Headline:
                            + ", ".join(f"{d} {x:.2f}x" for d, x in drift.drafts.items())
                            + f"; rounds during a load {drift.loading:.3f}x); the machine ran at "
                            + ", ".join(f"{x:.2f}" for x in speeds)
-                           + "x the calibration's step time by session block; each run simulated at its block's")
+                           + "x the calibration's step time by session block; each run is simulated at "
+                           "its block's speed")
     bench.calibration = dataclasses.replace(bench.calibration, block_speeds=tuple(speeds))
     simulated: dict[str, list[RunMeasure]] = {}
     with bench.progress.phase(f"1 headline{label} (simulated)", len(bench.policies)) as step:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import threading
 
-import pytest
 import torch
 
 from memspec_ros.core.serial_thread import make_this_thread_serial
@@ -16,7 +15,6 @@ def _os_threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts OS threads through /proc")
 def test_serial_helper_starts_no_team_and_leaves_other_threads_alone() -> None:
     before = torch.get_num_threads()
     torch.set_num_threads(2)
