@@ -25,6 +25,7 @@ def test_serial_helper_starts_no_team_and_leaves_other_threads_alone() -> None:
         def helper() -> None:
             make_this_thread_serial()
             seen["helper"] = torch.get_num_threads()
+            torch.ones(8).add_(1)  # any lazy per-thread set-up of torch happens before counting (too small to split)
             start = _os_threads()
             torch.ones(2_000_000).add_(1)  # a parallel-sized operator...
             torch.rand(64, 64) @ torch.rand(64, 64)  # ...and a matmul (MKL's own team)
