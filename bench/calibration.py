@@ -25,7 +25,7 @@ import dataclasses
 import json
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -70,15 +70,18 @@ class Calibration:
     block_speeds: tuple[float, ...] = ()
     """Per session block of the headline: the median of the probes timed between its runs over
     :attr:`probe_s`; every run of the block is simulated at it (:mod:`bench.drift`)."""
+    run_speeds: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    """Per configuration, per session: the machine's speed during its real run, from the run's own
+    target verifications (:func:`bench.drift.verification_speed`); what each run is simulated at."""
     measured: CostModel | None = None
     """The cost model as measured, before the drift rescale (set with :attr:`drift`)."""
 
     def target_only_cost(self) -> CostModel:
-        """The time model of plain target-only decoding: the measured model at the probes' mean speed."""
+        """The time model of plain target-only decoding: the measured model at its runs' mean speed
+        (the probes' before the headline has run)."""
         base = self.measured or self.cost
-        if not self.block_speeds:
-            return base
-        return base.compute_scaled(statistics.fmean(self.block_speeds))
+        speeds = self.run_speeds.get("target-only") or self.block_speeds
+        return base.compute_scaled(statistics.fmean(speeds)) if speeds else base
 
     @property
     def mean_load_s(self) -> float:
@@ -103,6 +106,7 @@ class Calibration:
                 "unthrottled_load_s": self.unthrottled_load_s, "seconds": self.seconds,
                 "drift": dataclasses.asdict(self.drift) if self.drift else None,
                 "probe_s": self.probe_s, "block_speeds": list(self.block_speeds),
+                "run_speeds": {n: list(v) for n, v in self.run_speeds.items()},
                 "cost_model": json.loads(self.cost.to_json())}
 
 

@@ -25,7 +25,7 @@ from memspec_ros.runtime.policies.oracle import DEFAULT_SEGMENT_ROUNDS, OraclePo
 
 from .calibration import Calibration
 from .config import BenchConfig
-from .drift import compute_drift
+from .drift import Drift, compute_drift, other_factor, verification_speed
 from .hf_assisted import best_single_draft, run_hf_assisted, warm_up_hf
 from .measures import PolicySummary, RunMeasure, summarize
 from .policy_factory import PolicyFactory
@@ -77,6 +77,9 @@ class Headline:
     timelines: dict[str, dict[str, object]]
     """Residency timelines of one session (the one with most topic shifts), per policy."""
     hf_draft: str
+    simulated_at_probe_speed: dict[str, list[RunMeasure]] = field(default_factory=dict)
+    """The same simulation with each run at its session block's probe speed instead of its own
+    verifications' (:mod:`bench.drift`): reported beside the validation, not used elsewhere."""
     summaries: dict[str, PolicySummary] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -133,32 +136,75 @@ def run_headline(bench: Bench, label: str = "") -> Headline:
             timed = [p for p in probes if p > 0]
             speeds.append(statistics.median(timed) / reference if reference > 0 and timed else 1.0)
     measured_cost = bench.calibration.cost
-    # runs[name][i] ran in session block i: its seconds are divided by that block's speed.
-    drift = compute_drift(measured_cost, [r for name in bench.policies for r in runs[name]],
-                          [s for name in bench.policies for s in speeds[: len(runs[name])]])
-    session_costs = [measured_cost] * len(traces)
-    if drift is not None:  # every simulation from here on: the runtime's measured cost at the block's speed
+    # Each run's machine speed: its own verifications outside loads (bench/drift.py); the block's probes
+    # are the fallback, and the yardstick of the comparison simulation reported beside it.
+    own = {name: [verification_speed(measured_cost, reports) or speeds[i] for i, reports in enumerate(runs[name])]
+           for name in bench.policies}
+    modelled_steps = [model_target_only(tr, measured_cost).verify_s for tr in traces]
+    own[TARGET_ONLY] = [m.verify_s / s if m.verify_s > 0 and s > 0 else speeds[i]
+                        for i, (m, s) in enumerate(zip(real[TARGET_ONLY], modelled_steps, strict=True))]
+    block = {name: speeds[: len(runs[name])] for name in bench.policies}
+    drift = _drift_with_other(bench, runs, own, measured_cost)
+    by_probe = _drift_with_other(bench, runs, block, measured_cost)
+    run_speeds = [s for name in bench.policies for s in own[name]]
+    if drift is not None:  # every simulation from here on: the runtime's measured cost at the runs' mean speed
         bench.calibration = dataclasses.replace(bench.calibration, drift=drift, measured=measured_cost,
-                                                cost=drift.at_speed(statistics.fmean(speeds)).apply(measured_cost))
-        session_costs = [drift.at_speed(s).apply(measured_cost) for s in speeds]
+                                                cost=drift.at_speed(statistics.fmean(run_speeds)).apply(measured_cost))
         bench.progress.log(f"drift: at the calibration's machine speed, the real rounds took {drift.overall:.3f}x "
                            f"the calibrated compute time (verification {drift.verify:.3f}x, drafts "
                            + ", ".join(f"{d} {x:.2f}x" for d, x in drift.drafts.items())
-                           + f"; rounds during a load {drift.loading:.3f}x); the machine ran at "
-                           + ", ".join(f"{x:.2f}" for x in speeds)
-                           + "x the calibration's step time by session block; each run is simulated at "
-                           "its block's speed")
-    bench.calibration = dataclasses.replace(bench.calibration, block_speeds=tuple(speeds))
+                           + f"; rounds during a load {drift.loading:.3f}x; outside rounds {drift.other:.3f}x); the "
+                           f"runs' own verifications ran at {min(run_speeds):.2f}-{max(run_speeds):.2f}x the "
+                           "calibration's, the probes between runs at " + ", ".join(f"{x:.2f}" for x in speeds)
+                           + "x by session block")
+    bench.calibration = dataclasses.replace(bench.calibration, block_speeds=tuple(speeds),
+                                            run_speeds={n: tuple(v) for n, v in own.items()})
     simulated: dict[str, list[RunMeasure]] = {}
+    at_probe: dict[str, list[RunMeasure]] = {}
     with bench.progress.phase(f"1 headline{label} (simulated)", len(bench.policies)) as step:
         for name in bench.policies:
-            simulated[name] = [simulate(tb.catalogue, bench.budget, bench.factory, name, tr, cost, config)
-                               for tr, cost in zip(traces, session_costs, strict=True)]
+            simulated[name] = _simulate_runs(bench, name, drift, own[name], measured_cost)
+            at_probe[name] = _simulate_runs(bench, name, by_probe, block[name], measured_cost)
             step(name)
-        # Target-only runs no runtime: it is charged the machine's speed (the probes), not the runtime's drift.
+        # Target-only runs no runtime: it is charged the machine's speed alone, not the runtime's drift.
         simulated[TARGET_ONLY] = [model_target_only(tr, measured_cost.compute_scaled(f))
-                                  for tr, f in zip(traces, speeds, strict=True)]
-    return Headline(real=real, simulated=simulated, timelines=timelines, hf_draft=hf_draft)
+                                  for tr, f in zip(traces, own[TARGET_ONLY], strict=True)]
+        at_probe[TARGET_ONLY] = [model_target_only(tr, measured_cost.compute_scaled(f))
+                                 for tr, f in zip(traces, speeds, strict=True)]
+    return Headline(real=real, simulated=simulated, timelines=timelines, hf_draft=hf_draft,
+                    simulated_at_probe_speed=at_probe)
+
+
+def _cost_at(drift: Drift | None, speed: float, measured: CostModel) -> CostModel:
+    return drift.at_speed(speed).apply(measured) if drift is not None else measured.compute_scaled(speed)
+
+
+def _simulate_runs(bench: Bench, name: str, drift: Drift | None, speeds: Sequence[float], measured: CostModel,
+                   keep_reports: list[list] | None = None) -> list[RunMeasure]:
+    """Policy ``name`` simulated on every session, each at its run's ``speeds[i]`` with ``drift``."""
+    out = []
+    for tr, f in zip(bench.traces, speeds, strict=True):
+        kept: list = []
+        cost = _cost_at(drift, f, measured)
+        out.append(simulate(bench.testbed.catalogue, bench.budget, bench.factory, name, tr, cost,
+                            bench.runtime_config(), keep_reports=kept))
+        if keep_reports is not None:
+            keep_reports.append(kept)
+    return out
+
+
+def _drift_with_other(bench: Bench, runs: dict[str, list[list]], speeds: dict[str, list[float]],
+                      measured: CostModel) -> Drift | None:
+    """The drift of the policies' real ``runs`` at their ``speeds``, time outside rounds included: one
+    simulation of every run gives what that time comes to without it (:func:`bench.drift.other_factor`)."""
+    names = list(runs)
+    drift = compute_drift(measured, [r for n in names for r in runs[n]], [s for n in names for s in speeds[n]])
+    if drift is None:
+        return None
+    simulated: list[list] = []
+    for n in names:
+        _simulate_runs(bench, n, drift, speeds[n], measured, keep_reports=simulated)
+    return dataclasses.replace(drift, other=other_factor([r for n in names for r in runs[n]], simulated))
 
 
 def ablation(bench: Bench, headline: Headline) -> dict[str, object]:
@@ -285,14 +331,28 @@ def run_sweeps(bench: Bench) -> dict[str, Any]:
 
 
 def simulator_validation(headline: Headline) -> dict[str, dict[str, float | None]]:
-    """Real vs simulated tokens/s of every configuration the simulator covers."""
+    """Real vs simulated tokens/s of every configuration the simulator covers (``error`` at each run's own
+    machine speed; ``error_at_probe_speed`` at its session block's probes)."""
     out: dict[str, dict[str, float | None]] = {}
     for name, sim in headline.simulated.items():
         if name not in headline.real:
             continue
         real_tps = headline.summaries[name].tokens_per_s
         sim_tps = summarize(sim).tokens_per_s
+        probe = headline.simulated_at_probe_speed.get(name)
+        probe_tps = summarize(probe).tokens_per_s if probe else None
         out[name] = {"real_tokens_per_s": real_tps, "sim_tokens_per_s": sim_tps,
                      "error": sim_tps / real_tps - 1.0 if real_tps else None,
-                     "real_stall_s": headline.summaries[name].stall_s, "sim_stall_s": summarize(sim).stall_s}
+                     "error_at_probe_speed": probe_tps / real_tps - 1.0 if real_tps and probe_tps else None,
+                     "real_stall_s": headline.summaries[name].stall_s, "sim_stall_s": summarize(sim).stall_s,
+                     "components": {"real": _components(headline.real[name]), "sim": _components(sim)}}
     return out
+
+
+def _components(runs: Sequence[RunMeasure]) -> dict[str, float]:
+    """Where a configuration's time went, summed over its sessions: rounds and seconds of verification, draft
+    work, stalls, and everything else (prefill, bookkeeping, ticks, the predictor)."""
+    verify, draft = sum(r.verify_s for r in runs), sum(r.draft_s + r.extra_s for r in runs)
+    stall, wall = sum(r.stall_s for r in runs), sum(r.wall_s for r in runs)
+    return {"rounds": float(sum(r.rounds for r in runs)), "verify_s": verify, "draft_s": draft, "stall_s": stall,
+            "outside_s": wall - verify - draft - stall}

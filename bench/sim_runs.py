@@ -42,9 +42,10 @@ def model_target_only(traces: DialogueTraces, cost: CostModel) -> RunMeasure:
     """Modelled target-only decoding of a session: prefill per turn, one target step per token, each
     at the context it runs at (the cache is kept within a conversation, as in the real run).
 
-    No runtime bookkeeping is charged: target-only decoding runs the engine directly.
+    No runtime bookkeeping is charged: target-only decoding runs the engine directly. ``verify_s``
+    is the steps' share (prefill excluded), as in the real run's measure.
     """
-    wall = 0.0
+    wall = steps = 0.0
     tokens = 0
     for conv in traces.conversations:
         context = 0
@@ -52,7 +53,9 @@ def model_target_only(traces: DialogueTraces, cost: CostModel) -> RunMeasure:
             n = len(turn.output_ids)
             context += len(turn.prompt_ids)
             wall += cost.prefill(len(turn.prompt_ids) - (1 if i == 0 else 0))
-            wall += sum(cost.verify(0, context + j) for j in range(n))
+            step_s = sum(cost.verify(0, context + j) for j in range(n))
+            wall += step_s
+            steps += step_s
             context += n
             tokens += n
-    return RunMeasure(session=traces.name, tokens=tokens, wall_s=wall, rounds=tokens)
+    return RunMeasure(session=traces.name, tokens=tokens, wall_s=wall, rounds=tokens, verify_s=steps)

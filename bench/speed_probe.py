@@ -1,15 +1,13 @@
-"""How fast the machine runs plain target steps right now: the yardstick of the machine's speed.
+"""How fast the machine runs plain target steps right now: a probe between runs.
 
 The machine's speed moves during a benchmark (other work, clocks, cache state) by 10-25% over
-minutes and by up to 19% between runs a minute apart. A few target steps on a fixed prompt,
+minutes and by up to 19% between runs a minute apart. A few target steps on a fixed prompt are
 timed right after the cost model is measured and again between consecutive real runs of the
-headline, say how fast the machine was during each session block without running any of the
-runtime: the median of the block's probes (one probe of a third of a second can land on a
-hiccup; the mean of the two probes around each run put one policy's runs 10% slower than they
-ran). :mod:`bench.drift` divides each run's measured rounds by that speed; target-only
-decoding, which runs none of the runtime, is simulated at that speed alone (charged the
-runtime's drift, it was once under-predicted by 43%: at two threads the loader's OpenMP team
-then slowed every runtime round, :mod:`memspec_ros.core.serial_thread`).
+headline; the median of a session block's probes says how fast the machine was during that
+block without running any of the runtime. Each run is simulated at its own verifications'
+speed (:func:`bench.drift.verification_speed`), because a probe of a third of a second misses
+slow spells of a few seconds inside a run; the probes are the comparison the report prints
+beside it ("error at probe speed") and the fallback for a run with no round outside a load.
 """
 
 from __future__ import annotations

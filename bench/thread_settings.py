@@ -61,6 +61,8 @@ def setting_entry(threads: int, headline: Headline, calibration: Calibration) ->
     validation = simulator_validation(headline)
     errors = {n: v["error"] for n, v in validation.items() if v.get("error") is not None}
     worst = max(errors, key=lambda n: abs(errors[n])) if errors else None
+    at_probe = {n: e for n, v in validation.items() if (e := v.get("error_at_probe_speed")) is not None}
+    worst_probe = max(at_probe, key=lambda n: abs(at_probe[n])) if at_probe else None
 
     ratios = [s.load_round_ratio for s in headline.summaries.values() if s.load_round_ratio is not None]
 
@@ -76,7 +78,9 @@ def setting_entry(threads: int, headline: Headline, calibration: Calibration) ->
             "outputs_identical": all(s.outputs_identical is not False for s in headline.summaries.values()),
             "simulator_validation": validation,
             "simulator_worst": {"policy": worst, "error": errors[worst] if worst else None,
-                                "within_tolerance": all(abs(e) <= SIM_TOLERANCE for e in errors.values())}}
+                                "within_tolerance": all(abs(e) <= SIM_TOLERANCE for e in errors.values())},
+            "simulator_worst_at_probe_speed": {"policy": worst_probe,
+                                               "error": at_probe[worst_probe] if worst_probe else None}}
 
 
 def thread_settings(bench: Bench, headline: Headline, choice: ThreadChoice | None,

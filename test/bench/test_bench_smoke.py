@@ -169,7 +169,7 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     """A simulator-only mini experiment through the real assembly, report and plot code."""
     from bench.calibration import Calibration
     from bench.config import BenchConfig
-    from bench.drift import compute_drift
+    from bench.drift import Drift, compute_drift, other_factor, outside_rounds_s, verification_speed
     from bench.experiments import HF_ASSISTED, HF_ASSISTED_HEURISTIC, TARGET_ONLY, Bench, Headline, ablation, run_sweeps
     from bench.hf_assisted import best_single_draft, single_draft_rounds
     from bench.measures import RunMeasure
@@ -237,6 +237,17 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     assert blocks.overall == pytest.approx(1.0, rel=0.02)
     assert compute_drift(blocks.at_speed(2.0).apply(cost), [slow_reports]).overall == pytest.approx(1.0, rel=0.02)
     assert 1.0 < compute_drift(cost, [reports, slow_reports]).overall < 2.0, "without the probes: a blend"
+    # A run's own verifications say how fast the machine ran it: the slow spell is read from the run itself.
+    assert verification_speed(cost, reports) == pytest.approx(1.0, rel=1e-6)
+    assert verification_speed(cost, slow_reports) == pytest.approx(2.0, rel=1e-6)
+    assert verification_speed(cost, []) is None
+    # Time outside rounds (prefill, bookkeeping, ticks, predictor): measured apart from the rounds' speed.
+    assert other_factor([reports], [reports]) == pytest.approx(1.0) and outside_rounds_s(reports) > 0
+    heavy: list = []
+    simulate(testbed.catalogue, bench.budget, bench.factory, "memspec", traces[0],
+             Drift(verify=1.0, other=2.0).apply(cost), bench.runtime_config(), keep_reports=heavy)
+    assert other_factor([heavy], [reports]) == pytest.approx(2.0, rel=0.1)
+    assert Drift(verify=1.0, other=2.0).apply(cost).verify(2) == pytest.approx(cost.verify(2)), "rounds untouched"
     slowed = simulate(testbed.catalogue, bench.budget, bench.factory, "memspec", traces[0],
                       dataclasses.replace(cost, loading_factor=3.0),
                       bench.runtime_config())
@@ -293,12 +304,16 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     text = render_report(alone)  # the quick preset: auto, no other count measured, so no "fastest" claim
     assert "No other count was measured" in text and "chose 1 thread(s)" in text and "fastest" not in text
     drifted = {**loaded, "calibration": {**loaded["calibration"], "drift": dataclasses.asdict(blocks),
-                                         "block_speeds": [1.2, 0.9]}}
-    assert "it ranged 0.90-1.20x the calibration's step time, and every run is simulated at its block's speed" \
-        in render_report(drifted)
-    # Target-only's time model: the measured model at the probes' speed, not the runtime's drift.
+                                         "block_speeds": [1.2, 0.9], "run_speeds": {"memspec": [0.8, 1.3]}}}
+    text = render_report(drifted)
+    assert "(0.80-1.30x the calibration's here" in text and "probed between the runs" in text
+    assert "error at probe speed" in text and "Where the simulated time differs from the real" in text
+    # Target-only's time model: the measured model at its runs' speed (the probes' before any), not the drift.
     probed = dataclasses.replace(cal, cost=cost.compute_scaled(3.0), measured=cost, block_speeds=(1.0, 1.5))
     assert probed.target_only_cost().verify(0) == pytest.approx(cost.verify(0) * 1.25)
+    own = dataclasses.replace(probed, run_speeds={"target-only": (2.0, 2.0)})
+    assert own.target_only_cost().verify(0) == pytest.approx(cost.verify(0) * 2.0)
+    assert model_target_only(traces[0], cost).verify_s < model_target_only(traces[0], cost).wall_s
     assert target_step_s(testbed.engine, testbed.engine.encode("USER: hello"), steps=3) > 0
     sloped = dataclasses.replace(cost, verify_slope_s=1e-4)  # target-only steps are charged at their context
     assert model_target_only(traces[0], sloped).wall_s > model_target_only(traces[0], cost).wall_s
