@@ -98,8 +98,8 @@ def _oracle_granularity(r: Results) -> list[str]:
     cells = [f"{n} round{'s' if n > 1 else ''}: {t:.1f} tok/s" + (f" (memspec {ms / t:.2f}x)" if ms else "")
              for n, t in zip(og["segment_rounds"], og["oracle_sim_tokens_per_s"], strict=True)]
     return ["The oracle knows the best draft per segment of 4 rounds (the check interval a forecast is made "
-            "for). How much the granularity of its hindsight matters, simulated on the same traces with "
-            f"memspec's simulation at {_f(ms)} tok/s beside it: " + "; ".join(cells) + ". Per-round hindsight "
+            "for). How much the granularity of its hindsight matters, simulated on the same traces and time model "
+            f"as memspec, simulated at {_f(ms)} tok/s: " + "; ".join(cells) + ". Per-round hindsight "
             "switches drafts within a segment, which no forecaster can do.", ""]
 
 

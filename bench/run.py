@@ -150,7 +150,7 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
     beside = {t: run_at_threads(bench, t) for t in beside_counts(cfg.beside_threads, testbed.threads)}
     load["after_real_runs"] = os.getloadavg()[0]
     experiments = {"ablation": ablation(bench, headline), **run_sweeps(bench),
-                   "oracle_granularity": oracle_granularity(bench, headline)}
+                   "oracle_granularity": oracle_granularity(bench)}
     with progress.phase("7 scaling (simulated; scheduling costs measured)", 2) as step:
         experiments["scaling"] = {"catalogue_size": catalogue_scaling(bench, cfg.catalogue_sizes)}
         step("catalogue size")
