@@ -56,8 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
         "drafts", help="distil one draft per domain (and a general one) from the target; write the catalogue",
         description="Split the corpora by document (95/5), measure the target and choose a draft size this "
                     "machine can afford (target verification >= 8x a draft step), train a small Llama-style "
-                    "draft per domain plus 'general' on the target's tokenizer (corpus, then KL toward the target "
-                    "on the corpus, then on the target's own continuations), write <out>/catalogue.yaml.")
+                    "'general' draft on all corpora with the target's tokenizer (corpus, then KL toward the target "
+                    "on the corpus, then on the target's own continuations), then one draft per domain from it "
+                    "(the two KL phases on its domain), write <out>/catalogue.yaml.")
     drafts.add_argument("--target", type=Path, required=True,
                         help="Hugging Face causal LM folder: config.json, *.safetensors, its tokenizer "
                              "(no trust_remote_code models)")
@@ -67,10 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
     drafts.add_argument("--corpora", type=Path, default=None, metavar="DIR",
                         help="a folder whose <domain>.txt, <domain>.jsonl and <domain>/ entries are the corpora")
     drafts.add_argument("--text-field", default="text", help="the text field of .jsonl corpora (default text)")
-    _common(drafts, 1800.0, "training seconds for all drafts together, split equally (default 1800); "
-                            "each phase stops at its share and saves")
+    _common(drafts, 1800.0, "training seconds for all drafts together (default 1800): the general draft gets two "
+                            "shares, each domain draft one (equal shares with --specialists-from scratch); each "
+                            "phase stops at its share and saves")
     drafts.add_argument("--draft-shape", default="", metavar="HIDDENxLAYERS",
                         help="use this draft size (e.g. 192x2) instead of choosing one; still measured")
+    drafts.add_argument("--specialists-from", choices=("general", "scratch"), default="general",
+                        help="where each domain draft starts: the general draft, trained first (default; the "
+                             "domain draft then spends its whole share on its domain), or random weights (the "
+                             "earlier recipe, every draft trained alike)")
     drafts.add_argument("--seq-len", type=_positive(int), default=128, help="training window in tokens")
     drafts.add_argument("--batch", type=_positive(int), default=16, help="windows per training step")
     drafts.add_argument("--distill-batch", type=_positive(int), default=8,
@@ -124,7 +130,8 @@ def _drafts(args: argparse.Namespace) -> None:
         raise BuildError(f"--out {args.out} is the target folder itself; choose an output folder beside it")
     settings = DraftSettings(time_budget_s=args.time_budget_s, k=args.k, seq_len=args.seq_len, batch=args.batch,
                              distill_batch=args.distill_batch, continuation_new_tokens=args.continuation_tokens,
-                             max_positions=args.draft_max_positions, shape=args.draft_shape, seed=args.seed)
+                             max_positions=args.draft_max_positions, shape=args.draft_shape,
+                             specialists_from=args.specialists_from, seed=args.seed)
     build = run_drafts(target, corpora, args.out.expanduser().resolve(), settings, force=args.force)
     print(f"[drafts] done: {len(build.drafts)} drafts in {args.out}; next: memspec_build predictor --out {args.out}",
           flush=True)

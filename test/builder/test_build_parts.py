@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from memspec_ros.builder.corpora import parse_corpus_arguments, read_corpus, split_documents
+from memspec_ros.builder.drafts_step import GENERAL_UNITS, DraftSettings
 from memspec_ros.builder.errors import BuildError
 from memspec_ros.builder.evaluation import NO_BETTER, SLOWER, USEFUL, estimated_speedup, verdict
 from memspec_ros.builder.steps import StepLedger
@@ -105,3 +106,10 @@ def test_prompts_are_distinct_when_documents_open_alike() -> None:
     distinct = [f"doc {d}: " + "".join(f"line {i} of {d}\n" for i in range(20)) for d in range(30)]
     first_lines = make_prompts(distinct, 24)
     assert all(p.startswith(f"doc {d}: ") for d, p in enumerate(first_lines))  # unchanged: one opening each
+
+
+def test_the_time_budget_is_split_in_units_the_general_draft_gets_more_when_it_seeds_the_others() -> None:
+    per_domain, per_general = DraftSettings(time_budget_s=700.0).draft_seconds(5)
+    assert per_general == GENERAL_UNITS * per_domain and per_general + 5 * per_domain == pytest.approx(700.0)
+    per_domain, per_general = DraftSettings(time_budget_s=600.0, specialists_from="scratch").draft_seconds(5)
+    assert per_domain == per_general == pytest.approx(100.0)  # the earlier recipe: equal shares

@@ -70,6 +70,12 @@ def test_layout_heldout_split_and_reports(built: Built) -> None:
         assert len(held) == 2 and len(train) == 28 and not set(held) & set(train)  # by document, 95/5
         tokenizer_json = (out / f"draft-{domain}" / "tokenizer.json").read_bytes()
         assert tokenizer_json == (built.target / "tokenizer.json").read_bytes()  # copied verbatim
+    # the general draft is trained from scratch; the domain drafts start from it (no pretraining of their own)
+    checkpoints = out / "work" / "checkpoints"
+    assert (checkpoints / "draft-general" / "pretrain" / "model.safetensors").exists()
+    assert not (checkpoints / "draft-robot" / "pretrain").exists()
+    assert (checkpoints / "draft-robot" / "distill-corpus" / "model.safetensors").exists()
+    assert "3 domain drafts x" in built.drafts_log and "from the general draft" in built.drafts_log
     prompts = [json.loads(line) for line in (out / "heldout" / "prompts.jsonl").open()]
     assert {p["domain"] for p in prompts} == {"robot", "code", "math"}
     heldout_text = {d: (out / "heldout" / f"{d}.jsonl").read_text() for d in ("robot", "code", "math")}
@@ -96,8 +102,8 @@ def test_a_second_run_skips_every_finished_step(built: Built, capsys) -> None:
                  *DRAFTS_TINY]) == 0
     log = capsys.readouterr().out
     assert "] done {" not in log and "[export]" not in log and "[split]" not in log  # nothing trained or written
-    for step in ("sizing", "split-robot", "draft-robot-pretrain", "draft-general-distill-continuations",
-                 "draft-math-export"):
+    for step in ("sizing", "split-robot", "draft-general-pretrain", "draft-robot-distill-corpus",
+                 "draft-general-distill-continuations", "draft-math-export"):
         assert f"[{step}] finished before with the same inputs: skipped" in log, step
     assert "predictor" in (built.out / "catalogue.yaml").read_text()  # nothing changed: the predictor stays
     assert main(["predictor", "--out", str(built.out), *PREDICTOR_TINY]) == 0
