@@ -1,7 +1,7 @@
 """``python -m bench [--quick]``: run every experiment, write results.json, the plots and report.md.
 
-    python -m bench --quick          # ~1.5 minutes on 2 idle cores (make bench-quick)
-    python -m bench                  # the full run, ~20 minutes on 2 idle cores (make bench)
+    python -m bench --quick          # 2-4 minutes on 2 idle cores (make bench-quick)
+    python -m bench                  # the full run, 13-24 minutes on 2 idle cores (make bench)
     python -m bench --catalogue ~/my_models   # your own model set (make bench CATALOGUE=~/my_models)
 
 Order of work: load the catalogue's models (default: the bundled zoo); build the workload from
