@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Mapping
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -69,3 +70,64 @@ def draft_step_ms(model: PreTrainedModel, context: int = 96, reps: int = 40, see
                 times.append(dt * 1000.0)
         medians.append(statistics.median(times))
     return min(medians)
+
+
+@torch.inference_mode()
+def interleaved_step_ms(target: PreTrainedModel, drafts: Mapping[str, PreTrainedModel], k: int,
+                        context: int = 96, cycles: int = 60, warmup: int = 5,
+                        seed: int = 0) -> tuple[float, float, dict[str, float]]:
+    """The target's 1-token step, its (k+1)-token verification and every draft's step, timed in turns.
+
+    Why turns: on a shared machine the speed changes for seconds at a time (the same draft shape
+    measured 0.6 and 1.9 ms a minute apart), and a verdict rests on the *ratio* of a draft's step
+    to the target's verification. Timing them one after the other puts each in a different spell;
+    cycles of a verification followed by k proposals of each draft (a round as the runtime runs
+    it, so a draft's first step after the target's pays the cold caches it pays in the node),
+    medians over the cycles, put every spell into all of them alike.
+    Returns (target step ms, target verify ms, {draft: step ms}).
+    """
+    from memspec_ros.core.draft_forward import make_draft_forward
+
+    g = torch.Generator().manual_seed(seed)
+    vocab = target.config.vocab_size
+    prefix = torch.randint(0, vocab, (1, context), generator=g)
+    new = torch.randint(0, vocab, (1, k + 1), generator=g)
+
+    def target_call(n_new: int) -> Callable[[], None]:
+        cache = DynamicCache(config=target.config)
+        target(input_ids=prefix, cache=cache, use_cache=True)
+
+        def call() -> None:
+            target(input_ids=new[:, :n_new], cache=cache, use_cache=True)
+            cache.crop(-n_new)
+        return call
+
+    def draft_call(model: PreTrainedModel) -> Callable[[], None]:
+        forward = make_draft_forward(model)
+        forward.feed(prefix[0].tolist())
+        token = [int(new[0, 0])]
+
+        def call() -> None:
+            forward.feed(token)
+            forward.truncate(context)
+        return call
+
+    target_step, target_verify = target_call(1), target_call(k + 1)
+    draft_calls = {name: draft_call(model) for name, model in drafts.items()}
+    times: dict[str, list[float]] = {"target_step": [], "target_verify": [], **{n: [] for n in drafts}}
+
+    def timed(name: str, call: Callable[[], None], keep: bool) -> None:
+        t0 = time.perf_counter()
+        call()
+        if keep:
+            times[name].append((time.perf_counter() - t0) * 1000.0)
+
+    for cycle in range(warmup + cycles):
+        keep = cycle >= warmup
+        timed("target_step", target_step, keep)
+        for name, call in draft_calls.items():  # a round as the runtime runs it: verification, then k proposals
+            timed("target_verify", target_verify, keep)
+            for _ in range(k):
+                timed(name, call, keep)
+    ms = {name: statistics.median(values) for name, values in times.items()}
+    return ms["target_step"], ms["target_verify"], {n: ms[n] for n in drafts}

@@ -113,3 +113,20 @@ def test_the_time_budget_is_split_in_units_the_general_draft_gets_more_when_it_s
     assert per_general == GENERAL_UNITS * per_domain and per_general + 5 * per_domain == pytest.approx(700.0)
     per_domain, per_general = DraftSettings(time_budget_s=600.0, specialists_from="scratch").draft_seconds(5)
     assert per_domain == per_general == pytest.approx(100.0)  # the earlier recipe: equal shares
+
+
+def test_interleaved_timing_times_the_target_and_every_draft() -> None:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from memspec_ros.builder.step_timing import interleaved_step_ms
+
+    def tiny(hidden: int) -> LlamaForCausalLM:
+        torch.manual_seed(hidden)
+        return LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=hidden, intermediate_size=2 * hidden,
+                                            num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                                            max_position_embeddings=128)).eval()
+
+    step, verify, drafts = interleaved_step_ms(tiny(64), {"a": tiny(16), "b": tiny(32)}, k=3, context=8, cycles=3,
+                                               warmup=1)
+    assert step > 0 and verify > 0 and set(drafts) == {"a", "b"} and all(v > 0 for v in drafts.values())
