@@ -114,20 +114,21 @@ def interleaved_step_ms(target: PreTrainedModel, drafts: Mapping[str, PreTrained
 
     target_step, target_verify = target_call(1), target_call(k + 1)
     draft_calls = {name: draft_call(model) for name, model in drafts.items()}
-    times: dict[str, list[float]] = {"target_step": [], "target_verify": [], **{n: [] for n in drafts}}
+    target_times: dict[str, list[float]] = {"step": [], "verify": []}
+    draft_times: dict[str, list[float]] = {n: [] for n in drafts}  # apart: a draft may have any name
 
-    def timed(name: str, call: Callable[[], None], keep: bool) -> None:
+    def timed(into: list[float], call: Callable[[], None], keep: bool) -> None:
         t0 = time.perf_counter()
         call()
         if keep:
-            times[name].append((time.perf_counter() - t0) * 1000.0)
+            into.append((time.perf_counter() - t0) * 1000.0)
 
     for cycle in range(warmup + cycles):
         keep = cycle >= warmup
-        timed("target_step", target_step, keep)
-        for name, call in draft_calls.items():  # a round as the runtime runs it: verification, then k proposals
-            timed("target_verify", target_verify, keep)
-            for _ in range(k):
-                timed(name, call, keep)
-    ms = {name: statistics.median(values) for name, values in times.items()}
-    return ms["target_step"], ms["target_verify"], {n: ms[n] for n in drafts}
+        timed(target_times["step"], target_step, keep)
+        for name, call in draft_calls.items() or [("", None)]:  # a round as the runtime runs it: verify, k proposals
+            timed(target_times["verify"], target_verify, keep)
+            for _ in range(k if call is not None else 0):
+                timed(draft_times[name], call, keep)
+    return (statistics.median(target_times["step"]), statistics.median(target_times["verify"]),
+            {n: statistics.median(v) for n, v in draft_times.items()})
