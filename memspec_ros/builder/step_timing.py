@@ -17,28 +17,59 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 
+def _tokens(vocab: int, context: int, n_new: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A random ``(1, context)`` prefix and ``(1, n_new)`` continuation, seeded."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (1, context), generator=g), torch.randint(0, vocab, (1, n_new), generator=g)
+
+
+def _target_call(model: PreTrainedModel, prefix: torch.Tensor, new: torch.Tensor) -> Callable[[], None]:
+    """One forward of ``new`` on a cache prefilled with ``prefix``, cropped back after each call."""
+    cache = DynamicCache(config=model.config)
+    model(input_ids=prefix, cache=cache, use_cache=True)
+    n_new = new.shape[1]
+
+    def call() -> None:
+        model(input_ids=new, cache=cache, use_cache=True)
+        cache.crop(-n_new)
+    return call
+
+
+def _draft_call(model: PreTrainedModel, prefix: torch.Tensor, token: int) -> Callable[[], None]:
+    """One draft step as the runtime takes it (:func:`memspec_ros.core.draft_forward.make_draft_forward`,
+    the proposer's lean forward for Llama drafts), truncated back after each call."""
+    from memspec_ros.core.draft_forward import make_draft_forward
+
+    forward = make_draft_forward(model)
+    context = prefix.shape[1]
+    forward.feed(prefix[0].tolist())
+
+    def call() -> None:
+        forward.feed([token])
+        forward.truncate(context)
+    return call
+
+
+def _ms(call: Callable[[], None]) -> float:
+    t0 = time.perf_counter()
+    call()
+    return (time.perf_counter() - t0) * 1000.0
+
+
+def _lowest_block_median(call: Callable[[], None], reps: int, blocks: int, warmup: int = 5) -> float:
+    medians = []
+    for _ in range(blocks):
+        times = [_ms(call) for _ in range(reps + warmup)][warmup:]
+        medians.append(statistics.median(times))
+    return min(medians)
+
+
 @torch.inference_mode()
 def step_ms(model: PreTrainedModel, n_new: int, context: int = 96, reps: int = 40,
             seed: int = 0, blocks: int = 3) -> float:
     """Median milliseconds of one forward of ``n_new`` tokens on a ``context``-token cache."""
-    g = torch.Generator().manual_seed(seed)
-    vocab = model.config.vocab_size
-    prefix = torch.randint(0, vocab, (1, context), generator=g)
-    new = torch.randint(0, vocab, (1, n_new), generator=g)
-    cache = DynamicCache(config=model.config)
-    model(input_ids=prefix, cache=cache, use_cache=True)
-    medians: list[float] = []
-    for _ in range(blocks):
-        times: list[float] = []
-        for i in range(reps + 5):
-            t0 = time.perf_counter()
-            model(input_ids=new, cache=cache, use_cache=True)
-            dt = time.perf_counter() - t0
-            cache.crop(-n_new)
-            if i >= 5:  # warm-up calls excluded
-                times.append(dt * 1000.0)
-        medians.append(statistics.median(times))
-    return min(medians)
+    prefix, new = _tokens(model.config.vocab_size, context, n_new, seed)
+    return _lowest_block_median(_target_call(model, prefix, new), reps, blocks)
 
 
 @torch.inference_mode()
@@ -46,30 +77,11 @@ def draft_step_ms(model: PreTrainedModel, context: int = 96, reps: int = 40, see
                   blocks: int = 3) -> float:
     """Median milliseconds of one draft step as the runtime takes it (1 token, KV cache).
 
-    Goes through :func:`memspec_ros.core.draft_forward.make_draft_forward`, the forward the
-    node's proposer uses (a lean functional forward for Llama drafts), because that step, not
-    the plain transformers forward, is what speculation pays per proposed token.
+    Goes through the node's own draft forward because that step, not the plain transformers
+    forward, is what speculation pays per proposed token.
     """
-    from memspec_ros.core.draft_forward import make_draft_forward
-
-    g = torch.Generator().manual_seed(seed)
-    vocab = model.config.vocab_size
-    prefix = torch.randint(0, vocab, (context,), generator=g).tolist()
-    new = int(torch.randint(0, vocab, (1,), generator=g))
-    forward = make_draft_forward(model)
-    forward.feed(prefix)
-    medians: list[float] = []
-    for _ in range(blocks):
-        times: list[float] = []
-        for i in range(reps + 5):
-            t0 = time.perf_counter()
-            forward.feed([new])
-            dt = time.perf_counter() - t0
-            forward.truncate(context)
-            if i >= 5:
-                times.append(dt * 1000.0)
-        medians.append(statistics.median(times))
-    return min(medians)
+    prefix, new = _tokens(model.config.vocab_size, context, 1, seed)
+    return _lowest_block_median(_draft_call(model, prefix, int(new[0, 0])), reps, blocks)
 
 
 @torch.inference_mode()
@@ -86,49 +98,24 @@ def interleaved_step_ms(target: PreTrainedModel, drafts: Mapping[str, PreTrained
     medians over the cycles, put every spell into all of them alike.
     Returns (target step ms, target verify ms, {draft: step ms}).
     """
-    from memspec_ros.core.draft_forward import make_draft_forward
-
-    g = torch.Generator().manual_seed(seed)
-    vocab = target.config.vocab_size
-    prefix = torch.randint(0, vocab, (1, context), generator=g)
-    new = torch.randint(0, vocab, (1, k + 1), generator=g)
-
-    def target_call(n_new: int) -> Callable[[], None]:
-        cache = DynamicCache(config=target.config)
-        target(input_ids=prefix, cache=cache, use_cache=True)
-
-        def call() -> None:
-            target(input_ids=new[:, :n_new], cache=cache, use_cache=True)
-            cache.crop(-n_new)
-        return call
-
-    def draft_call(model: PreTrainedModel) -> Callable[[], None]:
-        forward = make_draft_forward(model)
-        forward.feed(prefix[0].tolist())
-        token = [int(new[0, 0])]
-
-        def call() -> None:
-            forward.feed(token)
-            forward.truncate(context)
-        return call
-
-    target_step, target_verify = target_call(1), target_call(k + 1)
-    draft_calls = {name: draft_call(model) for name, model in drafts.items()}
-    target_times: dict[str, list[float]] = {"step": [], "verify": []}
+    prefix, new = _tokens(target.config.vocab_size, context, k + 1, seed)
+    target_step, target_verify = _target_call(target, prefix, new[:, :1]), _target_call(target, prefix, new)
+    draft_calls = {name: _draft_call(model, prefix, int(new[0, 0])) for name, model in drafts.items()}
+    step_times: list[float] = []
+    verify_times: list[float] = []
     draft_times: dict[str, list[float]] = {n: [] for n in drafts}  # apart: a draft may have any name
-
-    def timed(into: list[float], call: Callable[[], None], keep: bool) -> None:
-        t0 = time.perf_counter()
-        call()
-        if keep:
-            into.append((time.perf_counter() - t0) * 1000.0)
-
     for cycle in range(warmup + cycles):
         keep = cycle >= warmup
-        timed(target_times["step"], target_step, keep)
-        for name, call in draft_calls.items() or [("", None)]:  # a round as the runtime runs it: verify, k proposals
-            timed(target_times["verify"], target_verify, keep)
-            for _ in range(k if call is not None else 0):
-                timed(draft_times[name], call, keep)
-    return (statistics.median(target_times["step"]), statistics.median(target_times["verify"]),
+        step = _ms(target_step)
+        verifies = [_ms(target_verify)] if not draft_calls else []
+        proposals: dict[str, list[float]] = {}
+        for name, call in draft_calls.items():  # a round as the runtime runs it: verification, k proposals
+            verifies.append(_ms(target_verify))
+            proposals[name] = [_ms(call) for _ in range(k)]
+        if keep:
+            step_times.append(step)
+            verify_times.extend(verifies)
+            for name, times in proposals.items():
+                draft_times[name].extend(times)
+    return (statistics.median(step_times), statistics.median(verify_times),
             {n: statistics.median(v) for n, v in draft_times.items()})
