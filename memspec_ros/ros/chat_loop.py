@@ -65,7 +65,7 @@ def run_chat(client: GenerateClient, make_goal: Callable[[str, bool], Generate.G
         text = line.rstrip("\n")
         if not text.strip():
             continue
-        call = client.send(make_goal(text, first), on_feedback=lambda f: _write(streams.out, f.delta))
+        call = client.send(make_goal(text, first), on_text=lambda text: _write(streams.out, text))
         try:
             accepted = call.wait_accepted(timeout_s)
             result = call.wait(timeout_s=24 * 3600) if accepted else None

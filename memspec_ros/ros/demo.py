@@ -124,7 +124,7 @@ def _run(client_node, node: NodeProcess, residency: ResidencyLog, max_new_tokens
         print(f"\n--- turn {i} ({domain}, {kind}) ---\n{text.strip()}", flush=True)
         t = time.monotonic()
         call = gen.send(goal_for(domain, text, max_new_tokens, first_chat),
-                        on_feedback=lambda f: (sys.stdout.write(f.delta), sys.stdout.flush()))
+                        on_text=lambda text: (sys.stdout.write(text), sys.stdout.flush()))
         first_chat = first_chat and domain != "robot"
         if not call.wait_accepted():
             print("[demo] goal rejected; node log:\n" + node.log())

@@ -1,6 +1,7 @@
 """``memspec_generate "text"``: stream an answer from the node to the terminal.
 
-Sends a Generate goal, prints feedback deltas as they arrive, then the result
+Sends a Generate goal, prints the answer as it streams (the whole answer, even when the
+last feedback is late), then the result
 statistics, why generation ended (finish_reason) and the seed (to replay a sample).
 The text is sent as a user message (the node renders it with the model's chat template);
 ``--raw`` sends it as a raw prompt instead. ``--system`` sets a system prompt, ``--stop``
@@ -173,7 +174,7 @@ def _generate(node: Node, args: argparse.Namespace) -> int:
             return 2
         tokens = SessionTokenFile()
         goal = goal_from_args(args, _known_token(tokens, client, args))
-        call = client.send(goal, on_feedback=lambda f: (sys.stdout.write(f.delta), sys.stdout.flush()))
+        call = client.send(goal, on_text=lambda text: (sys.stdout.write(text), sys.stdout.flush()))
         if not call.wait_accepted(args.timeout):
             print("error: goal rejected (the reason is on /memspec/goal_rejections and in the node log)",
                   file=sys.stderr)

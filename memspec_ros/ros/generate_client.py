@@ -74,6 +74,11 @@ class GenerationCall:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _forget: Callable[[], None] = field(default=lambda: None)
     """Unregisters the call from its client's feedback routing (set by the client)."""
+    _on_text: Callable[[str], None] | None = None
+    """Told each piece of the answer's text, in order (set by the client's ``send``)."""
+    _told: int = field(default=0, init=False)
+    """Characters of the answer told to ``_on_text`` so far."""
+    _text_closed: bool = field(default=False, init=False)
 
     FEEDBACK_GRACE_S: ClassVar[float] = 2.0
     """How long ``wait`` lets late feedback arrive after the result. Feedback (a topic) and
@@ -83,7 +88,27 @@ class GenerationCall:
     def _on_feedback(self, feedback: Generate.Feedback) -> None:
         with self._lock:
             self.feedback.append(feedback)
+            if self._on_text is not None and not self._text_closed and feedback.delta:
+                self._told += len(feedback.delta)
+                self._on_text(feedback.delta)
             self._check_caught_up()
+
+    def _close_text(self) -> None:
+        """Tell ``_on_text`` the part of the result's text that no feedback carried.
+
+        Feedback is best effort in time: under load the last deltas can still be in flight
+        when the grace period ends. The result is authoritative, so a reader of ``_on_text``
+        always ends up with the whole answer; deltas arriving later are dropped.
+        """
+        with self._lock:
+            if self._text_closed:
+                return
+            self._text_closed = True
+            if self._on_text is None or self.result is None:
+                return
+            told = self.streamed_text[: self._told]
+            if self.result.text.startswith(told) and len(self.result.text) > len(told):
+                self._on_text(self.result.text[len(told):])
 
     def _on_result(self, result: Generate.Result, status: int) -> None:
         with self._lock:
@@ -111,6 +136,7 @@ class GenerationCall:
             raise TimeoutError(f"no result within {timeout_s:.0f} s")
         if not self._caught_up.wait(self.FEEDBACK_GRACE_S):  # feedback is best effort
             self._forget()
+        self._close_text()
         assert self.result is not None
         return self.result
 
@@ -148,7 +174,7 @@ class GenerateClient:
         self.action_name = node.resolve_topic_name(action_name)
         self._client = ActionClient(node, Generate, self.action_name, feedback_sub_qos_profile=FEEDBACK_QOS,
                                     goal_service_qos_profile=GOAL_SERVICE_QOS)
-        self._calls: dict[bytes, tuple[GenerationCall, Callable[[Generate.Feedback], None] | None]] = {}
+        self._calls: dict[bytes, GenerationCall] = {}
         self._calls_lock = threading.Lock()
         self.session_tokens: dict[str, str] = {}
         self._feedback_sub = node.create_subscription(
@@ -157,28 +183,28 @@ class GenerateClient:
 
     def _on_feedback_message(self, msg: Generate.Impl.FeedbackMessage) -> None:
         with self._calls_lock:
-            entry = self._calls.get(bytes(msg.goal_id.uuid))
-        if entry is None:
+            call = self._calls.get(bytes(msg.goal_id.uuid))
+        if call is None:
             return  # another client's goal, or one this client has finished with
-        call, on_feedback = entry
         call._on_feedback(msg.feedback)
-        if on_feedback is not None:
-            on_feedback(msg.feedback)
 
     def wait_for_server(self, timeout_s: float = 30.0) -> bool:
         return self._client.wait_for_server(timeout_sec=timeout_s)
 
-    def send(
-        self, goal: Generate.Goal, on_feedback: Callable[[Generate.Feedback], None] | None = None
-    ) -> GenerationCall:
-        """Send a goal; returns immediately with a call object to wait on."""
-        call = GenerationCall()
+    def send(self, goal: Generate.Goal, on_text: Callable[[str], None] | None = None) -> GenerationCall:
+        """Send a goal; returns immediately with a call object to wait on.
+
+        ``on_text`` is told the answer as it streams, piece by piece (from the executor's
+        thread); once ``wait`` has returned it has been told the whole of the result's text,
+        including any tail whose feedback had not arrived in time.
+        """
+        call = GenerationCall(_on_text=on_text)
         if goal.session_id and not goal.session_token and goal.session_id in self.session_tokens:
             goal.session_token = self.session_tokens[goal.session_id]
         goal_id = UUID(uuid=list(uuid.uuid4().bytes))
         key = bytes(goal_id.uuid)
         with self._calls_lock:  # registered before sending: no feedback can precede it
-            self._calls[key] = (call, on_feedback)
+            self._calls[key] = call
         call._forget = lambda: self._forget(key)
 
         def result_cb(future) -> None:

@@ -9,6 +9,7 @@ from memspec_interfaces.action import Generate
 
 from memspec_ros.ros.chat_loop import ChatStreams, run_chat
 from memspec_ros.ros.generate_cli import chat_mode, format_result, goal_from_args, parse_args
+from memspec_ros.ros.generate_client import GenerationCall
 
 
 def test_text_is_a_user_message_with_system_prompt_stops_and_sampling() -> None:
@@ -54,8 +55,8 @@ def test_session_is_an_alias_and_chat_mode_needs_no_text() -> None:
 class _FakeCall:
     """A goal that streams its answer in two deltas, or is cancelled by a Ctrl-C while it waits."""
 
-    def __init__(self, text: str, on_feedback, interrupt: bool) -> None:
-        self.text, self.on_feedback, self.interrupt, self.cancelled = text, on_feedback, interrupt, False
+    def __init__(self, text: str, on_text, interrupt: bool) -> None:
+        self.text, self.on_text, self.interrupt, self.cancelled = text, on_text, interrupt, False
 
     def wait_accepted(self, timeout_s: float) -> bool:
         return True
@@ -63,10 +64,10 @@ class _FakeCall:
     def wait(self, timeout_s: float) -> Generate.Result:
         half = len(self.text) // 2
         if not self.cancelled:
-            self.on_feedback(Generate.Feedback(delta=self.text[:half]))
+            self.on_text(self.text[:half])
             if self.interrupt:
                 raise KeyboardInterrupt
-            self.on_feedback(Generate.Feedback(delta=self.text[half:]))
+            self.on_text(self.text[half:])
         return Generate.Result(text=self.text if not self.cancelled else self.text[:half], session_token="tok",
                                finish_reason="cancelled" if self.cancelled else "stop")
 
@@ -78,10 +79,10 @@ class _FakeClient:
     def __init__(self) -> None:
         self.goals: list[tuple[str, bool]] = []
 
-    def send(self, goal, on_feedback):
+    def send(self, goal, on_text):
         text, first = goal
         self.goals.append((text, first))
-        return _FakeCall(f"<{text}>", on_feedback, interrupt=text == "long")
+        return _FakeCall(f"<{text}>", on_text, interrupt=text == "long")
 
 
 def test_the_chat_loop_reads_a_pipe_cancels_on_ctrl_c_and_quits_at_the_end() -> None:
@@ -94,3 +95,32 @@ def test_the_chat_loop_reads_a_pipe_cancels_on_ctrl_c_and_quits_at_the_end() -> 
     assert out.getvalue() == "<hello>\n<lo\n<bye>\n", "a cancelled answer keeps what streamed"
     assert "[cancelling]" in err.getvalue() and "[cancelled:" in err.getvalue()
     assert tokens == ["tok"] * 3
+
+
+def test_a_reader_of_the_stream_gets_the_whole_answer_when_the_last_feedback_is_late() -> None:
+    """Feedback (a topic) and the result (a service response) travel apart: under load the
+    result can arrive and the grace period end before the last deltas do. The call then tells
+    the reader the missing tail from the result, and drops the deltas that arrive later."""
+    told: list[str] = []
+    call = GenerationCall(_on_text=told.append)
+    call.FEEDBACK_GRACE_S = 0.01
+    call.accepted = True
+    call._responded.set()
+    call._on_feedback(Generate.Feedback(delta=" Understood."))
+    call._on_feedback(Generate.Feedback(delta=" Fetching the toolbox"))
+    call._on_result(Generate.Result(text=" Understood. Fetching the toolbox from the office"), 4)
+    assert call.wait(timeout_s=1.0).text == "".join(told)
+    call._on_feedback(Generate.Feedback(delta=" from the office"))  # late: already told
+    assert "".join(told) == " Understood. Fetching the toolbox from the office"
+    assert told[-1] == " from the office" and len(told) == 3
+
+
+def test_a_stream_that_caught_up_is_told_nothing_twice() -> None:
+    told: list[str] = []
+    call = GenerationCall(_on_text=told.append)
+    call.accepted = True
+    call._responded.set()
+    call._on_feedback(Generate.Feedback(delta="abc"))
+    call._on_result(Generate.Result(text="abc"), 4)
+    call.wait(timeout_s=1.0)
+    assert told == ["abc"]
