@@ -71,12 +71,17 @@ def build_parser() -> argparse.ArgumentParser:
     _common(drafts, 1800.0, "training seconds for all drafts together (default 1800): the general draft gets two "
                             "shares, each domain draft one (equal shares with --specialists-from scratch); each "
                             "phase stops at its share and saves")
-    drafts.add_argument("--draft-shape", default="", metavar="HIDDENxLAYERS",
-                        help="use this draft size (e.g. 192x2) instead of choosing one; still measured")
+    drafts.add_argument("--draft-shape", action="append", default=[], metavar="[DOMAIN=]HIDDENxLAYERS",
+                        help="use this draft size (e.g. 192x2) instead of choosing one; still measured. "
+                             "DOMAIN=HIDDENxLAYERS (repeatable, 'general' included) sizes one domain's draft "
+                             "apart, with --specialists-from scratch")
     drafts.add_argument("--specialists-from", choices=("general", "scratch"), default="general",
                         help="where each domain draft starts: the general draft, trained first (default; the "
                              "domain draft then spends its whole share on its domain), or random weights (the "
                              "earlier recipe, every draft trained alike)")
+    drafts.add_argument("--general-share", type=_positive(float), default=None, metavar="UNITS",
+                        help="the general draft's training time in domain-draft shares (default 2, or 1 with "
+                             "--specialists-from scratch)")
     drafts.add_argument("--seq-len", type=_positive(int), default=128, help="training window in tokens")
     drafts.add_argument("--batch", type=_positive(int), default=16, help="windows per training step")
     drafts.add_argument("--distill-batch", type=_positive(int), default=8,
@@ -118,9 +123,11 @@ def _drafts(args: argparse.Namespace) -> None:
     from memspec_ros.builder.drafts_step import DraftSettings, run_drafts
     from memspec_ros.builder.target_folder import check_target_folder
 
-    if args.draft_shape:
+    shape, per_domain = _draft_shapes(args.draft_shape)
+    for value in (shape, *dict(per_domain).values()):
         try:
-            parse_shape(args.draft_shape)
+            if value:
+                parse_shape(value)
         except ValueError as exc:
             raise BuildError(str(exc)) from None
     target = check_target_folder(args.target)
@@ -130,11 +137,29 @@ def _drafts(args: argparse.Namespace) -> None:
         raise BuildError(f"--out {args.out} is the target folder itself; choose an output folder beside it")
     settings = DraftSettings(time_budget_s=args.time_budget_s, k=args.k, seq_len=args.seq_len, batch=args.batch,
                              distill_batch=args.distill_batch, continuation_new_tokens=args.continuation_tokens,
-                             max_positions=args.draft_max_positions, shape=args.draft_shape,
-                             specialists_from=args.specialists_from, seed=args.seed)
+                             max_positions=args.draft_max_positions, shape=shape, domain_shapes=per_domain,
+                             specialists_from=args.specialists_from, general_units=args.general_share or 0.0,
+                             seed=args.seed)
     build = run_drafts(target, corpora, args.out.expanduser().resolve(), settings, force=args.force)
     print(f"[drafts] done: {len(build.drafts)} drafts in {args.out}; next: memspec_build predictor --out {args.out}",
           flush=True)
+
+
+def _draft_shapes(values: list[str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """``--draft-shape`` values -> (the shape of every draft, or ""; per-domain ``(domain, shape)`` pairs)."""
+    default, per_domain = "", {}
+    for value in values:
+        domain, sep, shape = value.rpartition("=")
+        if not sep:
+            if default:
+                raise BuildError(f"--draft-shape {default} and {value}: give one size for all drafts, and "
+                                 "DOMAIN=HIDDENxLAYERS for the others")
+            default = value
+        elif not domain or domain in per_domain:
+            raise BuildError(f"--draft-shape {value!r}: name each domain once, as DOMAIN=HIDDENxLAYERS")
+        else:
+            per_domain[domain] = shape
+    return default, tuple(sorted(per_domain.items()))
 
 
 def _predictor(args: argparse.Namespace) -> None:

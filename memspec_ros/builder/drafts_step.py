@@ -107,13 +107,21 @@ class DraftSettings:
     context, stays small."""
     shape: str = ""
     """``HIDDENxLAYERS`` to skip the choice (it is still measured and reported); empty: choose."""
+    domain_shapes: tuple[tuple[str, str], ...] = ()
+    """``(domain, HIDDENxLAYERS)`` pairs: drafts of these domains (``general`` included) get their own
+    size instead of ``shape`` or the chosen one (a hard domain may deserve a larger draft); each is
+    measured against the target too. Only with ``specialists_from="scratch"``: a domain draft
+    that starts from the general draft has its shape."""
     specialists_from: str = "general"
     """``general``: domain drafts start from the trained general draft; ``scratch``: from random weights."""
+    general_units: float = 0.0
+    """Budget units of the general draft (a domain draft gets one); 0: ``GENERAL_UNITS`` when the
+    specialists start from it, else one."""
     seed: int = 0
 
     def draft_seconds(self, domains: int) -> tuple[float, float]:
         """Training seconds of one domain draft and of the general draft."""
-        general_units = GENERAL_UNITS if self.specialists_from == "general" else 1.0
+        general_units = self.general_units or (GENERAL_UNITS if self.specialists_from == "general" else 1.0)
         unit = self.time_budget_s / (domains + general_units)
         return unit, unit * general_units
 
@@ -153,7 +161,11 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
         print(f"[sizing] warning: even the smallest draft costs more than 1/{MIN_RATIO:.0f} of a verification "
               "on this machine: speculation will barely pay off with this target (see `evaluate`)", flush=True)
 
-    _require_space(layout, target, corpora, shape, len(all_drafts))
+    shapes = _draft_shapes(settings, all_drafts, shape)
+    if any(shapes[d] != shape for d in all_drafts):
+        _shape_overrides_step(ledger, layout, teacher, target, settings, sizing, shapes)
+    _require_space(layout, target, corpora, max(shapes.values(), key=lambda s: s.parameters(target.logit_width)),
+                   len(all_drafts))
     split_keys = {c.domain: _split_step(ledger, layout, c) for c in corpora}
     _write_manifest(layout, corpora)
     ledger.run("heldout-prompts", {"splits": split_keys}, lambda: _write_prompts(layout, split_keys),
@@ -188,13 +200,14 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     # the general draft first: with specialists_from=general every domain draft starts from it
     index_of = {d: i for i, d in enumerate(all_drafts)}  # seeds as before the order changed
     general = _train_draft(ledger, layout, GENERAL, index_of[GENERAL], {d: 1.0 for d in domains}, streams,
-                           dict(token_keys), teacher, target, shape, settings, per_general, PHASES, start=None)
+                           dict(token_keys), teacher, target, shapes[GENERAL], settings, per_general, PHASES,
+                           start=None)
     if general.ran:
         trained.append(draft_name(GENERAL))
     start = (layout.checkpoint(GENERAL, PHASES[-1][0]), general.key) if from_general else None
     for domain in domains:
         result = _train_draft(ledger, layout, domain, index_of[domain], {domain: 1.0}, streams,
-                              {domain: token_keys[domain]}, teacher, target, shape, settings, per_domain,
+                              {domain: token_keys[domain]}, teacher, target, shapes[domain], settings, per_domain,
                               specialist_phases, start=start)
         if result.ran:
             trained.append(draft_name(domain))
@@ -232,6 +245,43 @@ def _sizing_step(ledger: StepLedger, layout: OutputLayout, teacher: Callable[[],
         return result.to_json()
 
     return SizingResult.from_json(ledger.run("sizing", inputs, work).result)
+
+
+def _draft_shapes(settings: DraftSettings, drafts: list[str], default: Shape) -> dict[str, Shape]:
+    """Every draft's shape: its ``domain_shapes`` entry, else ``default``; :class:`BuildError` on a bad entry."""
+    overrides = dict(settings.domain_shapes)
+    unknown = sorted(set(overrides) - set(drafts))
+    if unknown:
+        raise BuildError(f"--draft-shape names domain(s) {unknown} that have no corpus; domains: {drafts}")
+    if overrides and settings.specialists_from == "general":
+        raise BuildError("--draft-shape DOMAIN=HIDDENxLAYERS needs --specialists-from scratch: a domain draft "
+                         "that starts from the general draft has the general draft's shape")
+    try:
+        return {d: parse_shape(overrides[d]) if d in overrides else default for d in drafts}
+    except ValueError as exc:
+        raise BuildError(f"--draft-shape: {exc}") from None
+
+
+def _shape_overrides_step(ledger: StepLedger, layout: OutputLayout, teacher: Callable[[], PreTrainedModel],
+                          target: TargetInfo, settings: DraftSettings, sizing: SizingResult,
+                          shapes: Mapping[str, Shape]) -> None:
+    """Measure each per-domain shape against the sizing's target verification and report it."""
+    others = {s.label: s for s in shapes.values() if s != sizing.shape}
+    inputs = {"sizing": sizing.to_json(), "shapes": sorted(others)}
+
+    def work() -> dict[str, object]:
+        measured = {}
+        for label, shape in sorted(others.items()):
+            ms = fixed_shape(shape, teacher(), target, settings.k).draft_step_ms
+            measured[label] = {"draft_step_ms": ms, "ratio": round(sizing.target_verify_ms / ms, 2)}
+        report = {**sizing.to_json(), "per_domain": {d: s.label for d, s in shapes.items()}, "shapes": measured}
+        (layout.reports / "sizing.json").write_text(json.dumps(report, indent=1) + "\n")
+        return measured
+
+    for label, m in ledger.run("sizing-per-domain", inputs, work).result.items():
+        note = "" if m["ratio"] >= MIN_RATIO else f" (below the {MIN_RATIO:.0f}x rule: speculation pays less)"
+        print(f"[sizing] {label}: step {m['draft_step_ms']:.3f} ms, target verify / step = {m['ratio']:.1f}x{note}",
+              flush=True)
 
 
 def _require_space(layout: OutputLayout, target: TargetInfo, corpora: list[Corpus], shape: Shape,
@@ -393,6 +443,8 @@ def _export_draft(checkpoint: Path, dest: Path, target: TargetInfo, name: str) -
     if dest.exists():
         shutil.rmtree(dest)
     model = LlamaForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+    if target.stored_dtype in ("bfloat16", "float16"):  # as the target is stored; the node loads its dtype
+        model = model.to(getattr(torch, target.stored_dtype))
     model.save_pretrained(dest, safe_serialization=True)
     for f in tokenizer_files(target.path):
         shutil.copy2(f, dest / f.name)

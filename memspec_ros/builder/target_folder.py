@@ -48,6 +48,9 @@ class TargetInfo:
     weights_bytes: int
     fingerprint: str
     """Hash of config, tokenizer files and weights (size, head and tail of each file)."""
+    stored_dtype: str = "float32"
+    """The dtype its weights are saved in (config ``dtype``); drafts are saved in it too when it is
+    16-bit, so a bf16 target's catalogue is not padded out by fp32 drafts."""
 
 
 def check_target_folder(path: Path) -> TargetInfo:
@@ -104,7 +107,8 @@ def check_target_folder(path: Path) -> TargetInfo:
     return TargetInfo(path=path, model_type=str(model_type), logit_width=logit_width(config),
                       hidden_size=hidden_width(config), max_positions=int(positions), bos_token_id=bos,
                       eos_token_id=eos, pad_token_id=pad, weights_bytes=sum(f.stat().st_size for f in files),
-                      fingerprint=_fingerprint(path, files))
+                      fingerprint=_fingerprint(path, files),
+                      stored_dtype=str(raw.get("dtype") or raw.get("torch_dtype") or "float32"))
 
 
 def _json(path: Path, what: str) -> dict | None:

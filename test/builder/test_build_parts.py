@@ -132,3 +132,59 @@ def test_interleaved_timing_times_the_target_and_every_draft() -> None:
     assert step > 0 and verify > 0 and set(drafts) == {"a", "target_step"} and all(v > 0 for v in drafts.values())
     step, verify, drafts = interleaved_step_ms(tiny(64), {}, k=3, context=8, cycles=3, warmup=1)
     assert step > 0 and verify > 0 and drafts == {}
+
+
+def test_the_general_share_sets_the_general_drafts_time() -> None:
+    per_domain, per_general = DraftSettings(time_budget_s=510.0, specialists_from="scratch",
+                                            general_units=0.1).draft_seconds(5)
+    assert per_domain == pytest.approx(100.0) and per_general == pytest.approx(10.0)
+
+
+def test_per_domain_draft_shapes() -> None:
+    """``--draft-shape DOMAIN=HxL`` sizes one draft apart (a hard domain may deserve a larger draft);
+    a bad entry is a BuildError naming the fix, before anything is trained."""
+    from memspec_ros.builder.cli import _draft_shapes as parse_option
+    from memspec_ros.builder.draft_architecture import parse_shape
+    from memspec_ros.builder.drafts_step import _draft_shapes
+
+    assert parse_option(["192x2", "code=256x2", "general=80x2"]) == ("192x2", (("code", "256x2"), ("general", "80x2")))
+    assert parse_option([]) == ("", ())
+    for bad in (["192x2", "128x2"], ["code=128x2", "code=96x2"], ["=128x2"]):
+        with pytest.raises(BuildError, match="--draft-shape"):
+            parse_option(bad)
+    default = parse_shape("192x2")
+    settings = DraftSettings(specialists_from="scratch", domain_shapes=(("code", "256x2"), ("general", "80x2")))
+    shapes = _draft_shapes(settings, ["code", "robot", "general"], default)
+    assert shapes == {"code": parse_shape("256x2"), "robot": default, "general": parse_shape("80x2")}
+    with pytest.raises(BuildError, match="no corpus"):
+        _draft_shapes(DraftSettings(specialists_from="scratch", domain_shapes=(("cod", "96x2"),)), ["code"], default)
+    with pytest.raises(BuildError, match="--specialists-from scratch"):
+        _draft_shapes(DraftSettings(domain_shapes=(("code", "96x2"),)), ["code", "general"], default)
+    with pytest.raises(BuildError, match="HIDDENxLAYERS"):
+        _draft_shapes(DraftSettings(specialists_from="scratch", domain_shapes=(("code", "big"),)), ["code"], default)
+
+
+def test_drafts_are_saved_in_a_16_bit_targets_dtype(tmp_path: Path) -> None:
+    """A bf16 target's drafts are stored in bf16 (half the bytes of fp32), and still pass the node's checks."""
+    import dataclasses
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from builder.user_inputs import write_target
+    from memspec_ros.builder.draft_architecture import llama_config, parse_shape
+    from memspec_ros.builder.drafts_step import _export_draft
+    from memspec_ros.builder.target_folder import check_target_folder
+
+    target = check_target_folder(write_target(tmp_path / "target"))
+    assert target.stored_dtype == "float32"
+    torch.manual_seed(0)
+    draft = AutoModelForCausalLM.from_config(llama_config(
+        parse_shape("32x1"), vocab_size=target.logit_width, max_positions=64, bos_token_id=target.bos_token_id,
+        eos_token_id=target.eos_token_id, pad_token_id=target.pad_token_id))
+    draft.save_pretrained(tmp_path / "checkpoint")
+    full = _export_draft(tmp_path / "checkpoint", tmp_path / "fp32", target, "draft-x")
+    bf16_target = dataclasses.replace(target, stored_dtype="bfloat16")
+    half = _export_draft(tmp_path / "checkpoint", tmp_path / "bf16", bf16_target, "draft-x")
+    assert json.loads((tmp_path / "bf16" / "config.json").read_text())["dtype"] == "bfloat16"
+    assert half["bytes"] < 0.6 * full["bytes"]
