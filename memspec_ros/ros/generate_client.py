@@ -80,10 +80,12 @@ class GenerationCall:
     """Characters of the answer told to ``_on_text`` so far."""
     _text_closed: bool = field(default=False, init=False)
 
-    FEEDBACK_GRACE_S: ClassVar[float] = 2.0
+    FEEDBACK_GRACE_S: ClassVar[float] = 5.0
     """How long ``wait`` lets late feedback arrive after the result. Feedback (a topic) and
     the result (a service response) travel on separate DDS channels, so the result of a short
-    generation can overtake its last feedback messages."""
+    generation can overtake its last feedback messages; on a loaded machine (CI, two test
+    workers) by more than 2 s. ``wait`` returns as soon as the text has caught up, so the grace
+    costs time only when feedback is really late."""
 
     def _on_feedback(self, feedback: Generate.Feedback) -> None:
         with self._lock:
