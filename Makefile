@@ -19,7 +19,8 @@ help:
 	@echo "make bench       full evaluation (every policy, plots, report); make bench-quick for a short one;"
 	@echo "                 CATALOGUE=path/to/catalogue.yaml (or its folder) measures your own model set"
 	@echo "make soak        node soak: SOAK_MINUTES (30) of back-to-back goals, then 20 lifecycle cycles; flat RSS"
-	@echo "make zoo         rebuild the model zoo from offline corpora (long; the zoo is committed)"
+	@echo "make zoo         rebuild the model zoo from offline corpora: the target (training/), then its drafts and"
+	@echo "                 predictor with memspec_build, as for your own models (hours; the zoo is committed)"
 
 setup:
 	@bash scripts/setup.sh
@@ -48,8 +49,18 @@ bench: setup
 bench-quick: setup
 	@$(ENV) python -m bench --quick $(BENCH_MODELS)
 
+# The bundled zoo: corpora and target here, then the drafts, predictor and evaluation by the
+# same tool a user runs on their own target (docs/build.md), with the zoo's recipe: drafts of
+# five sizes trained from scratch and a small, briefly trained general draft (docs/zoo.md).
+ZOO_DRAFT_SHAPES := robot=96x2 math=128x2 legal=144x2 code=176x2 prose=192x2 general=80x2
+
 zoo: setup
 	@$(ENV) python -m training.build_zoo
+	@$(ENV) memspec_build drafts --target models/zoo/target --corpora .cache/zoo/corpora/all --out models/zoo \
+		--time-budget-s 2400 --specialists-from scratch --general-share 0.1 \
+		$(foreach s,$(ZOO_DRAFT_SHAPES),--draft-shape $(s))
+	@$(ENV) memspec_build predictor --out models/zoo
+	@$(ENV) memspec_build evaluate --out models/zoo
 
 clean:
 	rm -rf build install log .pytest_cache .ruff_cache

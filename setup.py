@@ -8,16 +8,17 @@ from setuptools import find_packages, setup
 PACKAGE = "memspec_ros"
 
 
-def tree_data_files(root: str) -> list[tuple[str, list[str]]]:
+def tree_data_files(root: str, skip: tuple[str, ...] = ()) -> list[tuple[str, list[str]]]:
     """data_files entries installing every file under ``root`` into share/<package>/<root>.
 
     A plain ``colcon build`` (no symlink install) copies only what data_files names, and the
     node finds the bundled zoo in the share directory (memspec_ros/bundled_zoo.py), so the
-    whole folder tree is listed, one entry per directory.
+    whole folder tree is listed, one entry per directory. Top-level folders named in ``skip``
+    are left out (``make zoo``'s intermediate files in ``models/zoo/work``).
     """
     entries: dict[str, list[str]] = {}
     for path in sorted(Path(root).rglob("*")):
-        if path.is_file():
+        if path.is_file() and path.relative_to(root).parts[0] not in skip:
             entries.setdefault(f"share/{PACKAGE}/{path.parent.as_posix()}", []).append(path.as_posix())
     return sorted(entries.items())
 
@@ -30,7 +31,7 @@ setup(
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
-        *tree_data_files("models/zoo"),
+        *tree_data_files("models/zoo", skip=("work",)),
     ],
     install_requires=["setuptools"],
     zip_safe=False,

@@ -86,7 +86,7 @@ class Tally:
 
 def load_prompts(zoo: Path, per_domain: int) -> list[tuple[str, str]]:
     """(domain, prompt) pairs from the held-out prompt set, or built-in fallbacks."""
-    path = zoo.parent / "heldout" / "prompts.jsonl"
+    path = zoo / "heldout" / "prompts.jsonl"
     rows: list[tuple[str, str]] = []
     if path.exists():
         by_domain: dict[str, list[str]] = defaultdict(list)

@@ -6,11 +6,10 @@ zoo, so both come from options (``--catalogue``, ``--prompts``) rather than from
 * the **catalogue** is the file the node serves (``docs/catalogue.md``), or a folder holding
   ``catalogue.yaml``; default: the bundled zoo, ``models/zoo/catalogue.yaml``;
 * the **prompts** are ``{"domain", "prompt"}`` rows cut from held-out documents. Default:
-  ``<catalogue folder>/heldout/prompts.jsonl`` when it exists (``memspec_build drafts`` writes
-  it, from text no draft or predictor was trained on), else the repository's
-  ``models/heldout/prompts.jsonl`` (the bundled zoo's held-out prompts, which its folder does
-  not hold). A user catalogue without a prompts file of its own would then be measured on the
-  zoo's domains, which :func:`domain_mismatch` reports before minutes of work are spent.
+  ``<catalogue folder>/heldout/prompts.jsonl`` (``memspec_build drafts`` writes it, from text
+  no draft or predictor was trained on; the bundled zoo is built the same way). A catalogue
+  assembled by hand has none: ``--prompts`` then names one, and :func:`domain_mismatch`
+  reports prompts of the wrong domains before minutes of work are spent.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from memspec_ros.runtime.catalogue_file import catalogue_path
 
 REPO = Path(__file__).resolve().parent.parent
 BUNDLED_CATALOGUE = REPO / "models" / "zoo" / "catalogue.yaml"
-BUNDLED_PROMPTS = REPO / "models" / "heldout" / "prompts.jsonl"
 HELDOUT_PROMPTS = Path("heldout") / "prompts.jsonl"
 """Where ``memspec_build`` puts the evaluation prompts, relative to the catalogue's folder."""
 
@@ -33,14 +31,13 @@ def catalogue_file(path: Path | str) -> Path:
 
 
 def is_bundled(catalogue: Path | str) -> bool:
-    """Whether ``catalogue`` is the bundled zoo (its defaults differ: prompts, training-prompt list)."""
+    """Whether ``catalogue`` is the bundled zoo (the reproduce command and the report say so)."""
     return catalogue_file(catalogue) == BUNDLED_CATALOGUE.resolve()
 
 
 def default_prompts(catalogue: Path | str) -> Path:
     """The prompts file a run on ``catalogue`` uses unless ``--prompts`` names one (module docstring)."""
-    beside = catalogue_file(catalogue).parent / HELDOUT_PROMPTS
-    return beside if beside.is_file() else BUNDLED_PROMPTS
+    return catalogue_file(catalogue).parent / HELDOUT_PROMPTS
 
 
 def display_path(path: Path | str) -> str:

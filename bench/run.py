@@ -37,7 +37,7 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
                          "bundled zoo, models/zoo/catalogue.yaml)")
     ap.add_argument("--prompts", type=Path,
                     help="held-out evaluation prompts, {\"domain\", \"prompt\"} JSON lines (default: "
-                         "<catalogue folder>/heldout/prompts.jsonl if it exists, else models/heldout/prompts.jsonl)")
+                         "<catalogue folder>/heldout/prompts.jsonl, which memspec_build writes)")
     ap.add_argument("--home-domain",
                     help="the domain every session opens with (default: robot if the prompts have it, else "
                          "the prompts file's first domain)")

@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     models = load_catalogue_file(args.zoo)
     engine = SpeculativeEngine(load_causal_lm(models.target), load_tokenizer(models.target))
     catalogue = Catalogue.from_file(models)
-    prompts_file = args.zoo.parent / "heldout" / "prompts.jsonl"
+    prompts_file = models.source.parent / "heldout" / "prompts.jsonl"
     by_domain = load_prompts(prompts_file)
     # Alternate domains turn by turn, so the working set keeps changing (loads and evictions).
     prompts = [p for group in itertools.zip_longest(*by_domain.values()) for p in group if p]

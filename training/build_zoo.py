@@ -1,8 +1,12 @@
-"""Single entry point that rebuilds the whole zoo: ``python -m training.build_zoo``.
+"""The zoo's corpora and target: ``python -m training.build_zoo`` (the first half of ``make zoo``).
 
 Stages run in order and each skips itself when its output already exists, so an interrupted
 build resumes where it stopped. ``--stages`` re-runs a subset, ``--force`` ignores finished
 outputs of the selected stages. Only one torch job runs at a time (2-core machine).
+
+The drafts, the predictor and their evaluation are not built here: ``make zoo`` then runs
+``memspec_build`` on the target exported to ``models/zoo/target`` and on the corpora in
+``.cache/zoo/corpora/all``, exactly as a user builds a catalogue for their own target.
 """
 from __future__ import annotations
 
@@ -14,8 +18,7 @@ from transformers.utils import logging as hf_logging
 
 from training.paths import CHECKPOINT_DIR, TOKENIZER_DIR
 
-STAGES: tuple[str, ...] = ("corpora", "tokenizer", "target", "target_extend", "target_polish",
-                           "drafts", "distill", "export", "evaluate")
+STAGES: tuple[str, ...] = ("corpora", "tokenizer", "target", "target_extend", "target_polish", "export")
 
 
 def _stage_corpora(force: bool) -> None:
@@ -52,28 +55,16 @@ def _stage_target_polish(force: bool) -> None:
     polish_target(force)
 
 
-def _stage_drafts(force: bool) -> None:
-    from training.members import DRAFT_NAMES, train_draft
-    for name in DRAFT_NAMES:
-        if force or not (CHECKPOINT_DIR / f"draft-{name}" / "model.safetensors").exists():
-            train_draft(name)
-
-
-def _stage_distill(force: bool) -> None:
-    from training.members import DISTILLED_NAMES, distill_draft
-    for name in DISTILLED_NAMES:
-        if force or not (CHECKPOINT_DIR / f"distilled-{name}" / "model.safetensors").exists():
-            distill_draft(name)
-
-
 def _stage_export(force: bool) -> None:
-    from training.export import export_all
-    export_all()
-
-
-def _stage_evaluate(force: bool) -> None:
-    from training.evaluate import evaluate_zoo
-    evaluate_zoo()
+    from training.members import TARGET_CHECKPOINT
+    from training.paths import ZOO_DIR
+    from training.target_export import export_target, write_target_report
+    report = ZOO_DIR / "reports" / "target.json"
+    trained = CHECKPOINT_DIR / TARGET_CHECKPOINT / "model.safetensors"
+    # the committed target stays unless this machine trained a newer one
+    if force or not report.exists() or (trained.exists() and trained.stat().st_mtime > report.stat().st_mtime):
+        export_target()
+        write_target_report()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,19 +1,15 @@
-"""Recipes that turn shapes + data + budgets into trained zoo members (fp32 checkpoints)."""
+"""The zoo's target: three training phases, each an fp32 checkpoint under ``.cache/zoo``."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 from transformers import LlamaForCausalLM
 
+from memspec_ros.builder.training_loop import TrainSpec, train
 from training.data import WindowSampler, token_stream
-from training.model_configs import DRAFTS, TARGET, Shape, llama_config
-from training.paths import CHECKPOINT_DIR, DOMAINS
+from training.model_configs import TARGET, Shape, llama_config
+from training.paths import CHECKPOINT_DIR
 from training.recipes import (
-    DRAFT_BATCH,
-    DRAFT_LR,
-    DRAFT_SECONDS,
-    DRAFT_SEQ,
-    GENERAL_SECONDS,
     TARGET_BATCH,
     TARGET_EXTEND_LR,
     TARGET_EXTEND_STEPS,
@@ -24,20 +20,16 @@ from training.recipes import (
     TARGET_SECONDS,
     TARGET_SEQ,
     UNLIKELIHOOD_BATCH,
-    draft_mix,
 )
 from training.tokenizer import load_tokenizer
-from training.train import TrainSpec, train
 
-DRAFT_NAMES: tuple[str, ...] = tuple(DRAFTS)
-DISTILLED_NAMES: tuple[str, ...] = tuple(n for n in DRAFT_NAMES if n != "general")
 SEED = 20240
 POLISH_CHECKPOINTS: tuple[str, ...] = tuple(
     "target-polished" if i == 0 else f"target-polished-{i + 1}"
     for i in range(len(TARGET_POLISH_CYCLES)))
 """One checkpoint per unlikelihood cycle of phase three."""
 TARGET_CHECKPOINT = POLISH_CHECKPOINTS[-1]
-"""The checkpoint the zoo's target is exported from and the drafts are distilled toward."""
+"""The checkpoint the zoo's target is exported from."""
 
 
 def _new_model(shape: Shape, seed: int) -> LlamaForCausalLM:
@@ -98,49 +90,3 @@ def polish_target(force: bool = False) -> list[dict[str, float]]:
             stats.append(train(model, objective, spec, out, f"target-polish-{i + 1}"))
         source = name
     return stats
-
-
-def train_draft(name: str) -> dict[str, float]:
-    """Train draft ``name`` from scratch on its own domain (or the uniform mix)."""
-    seed = SEED + 1 + list(DRAFT_NAMES).index(name)
-    model = _new_model(DRAFTS[name], seed)
-    seconds = GENERAL_SECONDS if name == "general" else DRAFT_SECONDS
-    spec = TrainSpec(seconds, DRAFT_LR, DRAFT_BATCH, DRAFT_SEQ, seed, log_every=100)
-    return train(model, _sampler(draft_mix(name), DRAFT_SEQ, DRAFT_BATCH, seed), spec,
-                 CHECKPOINT_DIR / f"draft-{name}", f"draft-{name}")
-
-
-def distill_draft(name: str) -> dict[str, float]:
-    """Fine-tune a trained draft toward the target's distribution: first on its own corpus
-    data, then on the target's greedy continuations of prefixes of that data."""
-    from training.distill import distill
-    from training.recipes import (
-        CONTINUATION_BATCHES,
-        CONTINUATION_GENERATION_BATCH,
-        CONTINUATION_NEW_TOKENS,
-        CONTINUATION_PREFIX,
-        CONTINUATION_SECONDS,
-        DISTILL_BATCH,
-        DISTILL_LR,
-        DISTILL_SECONDS,
-        DISTILL_SEQ,
-    )
-    from training.target_continuations import ContinuationPool
-    seed = SEED + 100 + list(DRAFT_NAMES).index(name)
-    student = LlamaForCausalLM.from_pretrained(CHECKPOINT_DIR / f"draft-{name}",
-                                               dtype=torch.float32)
-    teacher = LlamaForCausalLM.from_pretrained(CHECKPOINT_DIR / TARGET_CHECKPOINT,
-                                               dtype=torch.float32)
-    mix = draft_mix(name) if name != "general" else {d: 1.0 for d in DOMAINS}
-    spec = TrainSpec(DISTILL_SECONDS, DISTILL_LR, DISTILL_BATCH, DISTILL_SEQ, seed, log_every=50)
-    data = _sampler(mix, DISTILL_SEQ, DISTILL_BATCH, seed, extra=True)
-    distill(student, teacher, data, spec, CHECKPOINT_DIR / f"distilled-{name}-corpus",
-            f"distill-{name}")
-    prefixes = _sampler(mix, CONTINUATION_PREFIX - 1, CONTINUATION_GENERATION_BATCH, seed + 1,
-                        extra=True)
-    pool = ContinuationPool(teacher, prefixes, CONTINUATION_BATCHES, CONTINUATION_NEW_TOKENS,
-                            DISTILL_BATCH, seed + 2)
-    spec = TrainSpec(CONTINUATION_SECONDS, DISTILL_LR, DISTILL_BATCH, DISTILL_SEQ, seed + 3,
-                     log_every=50)
-    return distill(student, teacher, pool, spec, CHECKPOINT_DIR / f"distilled-{name}",
-                   f"distill-{name}-continuations")

@@ -13,20 +13,14 @@ CACHE_DIR: Path = REPO_ROOT / ".cache" / "zoo"
 CORPUS_DIR: Path = CACHE_DIR / "corpora"
 TOKENIZER_DIR: Path = CACHE_DIR / "tokenizer"
 
-# ZOO_SMOKE_ROOT redirects every *output* (checkpoints, zoo, held-out, docs) elsewhere, so a
+# ZOO_SMOKE_ROOT redirects every *output* (checkpoints, the exported target) elsewhere, so a
 # smoke run with tiny budgets (ZOO_TIME_SCALE) can exercise the pipeline without touching
 # the real zoo. Corpora and tokenizer are shared: they are cheap and deterministic.
 _OUT: Path | None = Path(os.environ["ZOO_SMOKE_ROOT"]) if os.environ.get("ZOO_SMOKE_ROOT") \
     else None
 CHECKPOINT_DIR: Path = (_OUT or CACHE_DIR) / "checkpoints"
 ZOO_DIR: Path = (_OUT or REPO_ROOT) / "models" / "zoo"
-HELDOUT_DIR: Path = (_OUT or REPO_ROOT) / "models" / "heldout"
-DOCS_ZOO: Path = (_OUT or REPO_ROOT) / "docs" / "zoo.md"
 
 DOMAINS: tuple[str, ...] = ("robot", "code", "math", "legal", "prose")
-"""Specialised domains; each has a corpus, a draft and a column in the acceptance matrix."""
+"""The zoo's domains; each has a corpus (and, built by ``memspec_build``, a draft)."""
 
-
-def model_dir(name: str) -> Path:
-    """Return the saved Hugging Face directory of zoo member ``name`` (e.g. ``draft-code``)."""
-    return ZOO_DIR / name

@@ -1,17 +1,15 @@
-"""Training budgets and data mixes of every zoo member (the numbers that define the zoo).
+"""Training budgets and data mixes of the zoo's target (the numbers that define it).
 
-Budgets add up to a ~3.9-hour build on an idle 2-core CPU (target ~34 + ~76 + ~70 min, drafts
-~9 min, distillation ~26 min in two phases, evaluation ~3 min): the target gets most of the time because its quality
-bounds every draft's acceptance and the product's answers; drafts are small and learn fast. The
-target's mix is weighted toward the hard domains (code, prose, legal), where a weak target
-degenerates into loops; robot and math are regular enough to need little data.
+The target takes about three hours on an idle 2-core CPU (~34 + ~76 + ~70 min): its quality
+bounds every draft's acceptance and the product's answers. Its mix is weighted toward the hard
+domains (code, prose, legal), where a weak target degenerates into loops; robot and math are
+regular enough to need little data. The drafts and the predictor are not trained here:
+``make zoo`` builds them with ``memspec_build``, as a user builds theirs (docs/build.md).
 """
 from __future__ import annotations
 
 import os
 from typing import NamedTuple
-
-from training.paths import DOMAINS
 
 TIME_SCALE = float(os.environ.get("ZOO_TIME_SCALE", "1.0"))
 """Multiplies every budget; only smoke runs set it."""
@@ -59,37 +57,3 @@ TARGET_POLISH_MIX: dict[str, float] = {"code": 0.30, "prose": 0.25, "legal": 0.2
                                        "math": 0.12, "robot": 0.13}
 """The same mix as before; the code share now draws from the train split plus the extra code."""
 UNLIKELIHOOD_BATCH = 8
-
-DRAFT_SECONDS = 100.0 * TIME_SCALE
-GENERAL_SECONDS = 30.0 * TIME_SCALE
-"""The general draft is the deliberately mediocre baseline: tiny, short, never distilled.
-Trained like a specialist (and distilled) it tracked the small target's generic habits so
-closely that it out-accepted the specialists, which is not the role it plays in the zoo."""
-DRAFT_LR = 3e-3
-DRAFT_BATCH = 16
-DRAFT_SEQ = 128
-
-DISTILL_SECONDS = 150.0 * TIME_SCALE
-"""Toward the two-phase (sharper) target, 60 s left the code, legal and prose drafts at 0.17-0.18
-own-domain acceptance (0.25-0.34 toward the phase-one target), so they get more time."""
-DISTILL_LR = 1e-3
-DISTILL_BATCH = 8
-DISTILL_SEQ = 128
-
-CONTINUATION_SECONDS = 120.0 * TIME_SCALE
-"""Second distillation phase of each specialist, on the target's own greedy continuations of
-training prefixes (``training/target_continuations.py``), after the corpus phase above."""
-CONTINUATION_PREFIX = 32
-CONTINUATION_NEW_TOKENS = 96
-"""Prefix + continuation = 128 tokens, the corpus phase's window length."""
-CONTINUATION_GENERATION_BATCH = 16
-"""Rows the target continues at once while filling the pool."""
-CONTINUATION_BATCHES = max(1, round(20 * TIME_SCALE))
-"""Pool size in generation batches (20 x 16 = 320 rows, ~31k continuation tokens)."""
-
-
-def draft_mix(name: str) -> dict[str, float]:
-    """A specialised draft sees only its domain; ``general`` sees all domains equally."""
-    if name == "general":
-        return {d: 1.0 for d in DOMAINS}
-    return {name: 1.0}

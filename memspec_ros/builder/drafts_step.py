@@ -156,7 +156,9 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
                    len(all_drafts))
     sizing = _sizing_step(ledger, layout, teacher, target, settings)
     shape = sizing.shape
-    print(f"[sizing] {sizing.summary()}", flush=True)
+    unused = {d for d, _ in settings.domain_shapes} >= set(all_drafts)
+    print(f"[sizing] {sizing.summary()}" + (" (unused: every draft has its own --draft-shape)" if unused else ""),
+          flush=True)
     if not sizing.ratio_met:
         print(f"[sizing] warning: even the smallest draft costs more than 1/{MIN_RATIO:.0f} of a verification "
               "on this machine: speculation will barely pay off with this target (see `evaluate`)", flush=True)

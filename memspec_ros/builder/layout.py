@@ -7,7 +7,7 @@ One place for the paths so the three subcommands agree on them::
     <out>/draft-<domain>/         one distilled draft per domain, and draft-general
     <out>/predictor.safetensors   the draft-need predictor (`memspec_build predictor`)
     <out>/heldout/<domain>.jsonl  held-out documents (5%, by document) no model was trained on
-    <out>/heldout/prompts.jsonl   evaluation prompts cut from them ({"domain", "prompt"} rows, as models/heldout)
+    <out>/heldout/prompts.jsonl   evaluation prompts cut from them ({"domain", "prompt"} rows)
     <out>/reports/                sizing, predictor and evaluation reports (JSON + markdown)
     <out>/work/                   training split, token arrays, checkpoints, traces, step stamps
 

@@ -10,8 +10,8 @@ round).
 
 The model is fitted with full-batch Adam on a cross-entropy loss with soft labels and L2, in
 numpy (no torch needed to train or to run it). Which prompts the traces come from is the
-caller's business: the project's script uses *training* documents only and never the held-out
-evaluation prompts (see ``scripts/train_predictor.py`` and ``docs/runtime.md``).
+caller's business: ``memspec_build predictor`` uses *training* documents only and never the
+held-out evaluation prompts (see ``docs/build.md`` and ``docs/runtime.md``).
 """
 
 from __future__ import annotations

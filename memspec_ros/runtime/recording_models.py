@@ -3,7 +3,7 @@
 Recording runs the target greedily over dialogues and teacher-forces every draft over the
 result (:func:`~memspec_ros.runtime.traces.record_dialogue`); each turn's own-domain draft is
 used as a speculative helper, which makes the greedy run faster without changing its output.
-Both ``memspec_build predictor`` and the zoo's ``scripts/train_predictor.py`` need exactly this.
+``memspec_build predictor`` (which also builds the bundled zoo's predictor) needs exactly this.
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ here is a sequence of turns, each a prompt from one domain, chosen so that conse
 change domain (a topic shift every ``shift_every`` turns). Prompts are drawn deterministically
 from a seed, without replacement, so every policy sees exactly the same workload.
 
-Evaluation sessions use the held-out prompts (``models/heldout/prompts.jsonl``); the predictor is
-trained on sessions built the same way from *training* documents (see
-``scripts/train_predictor.py``), never from these.
+Evaluation sessions use the held-out prompts (``heldout/prompts.jsonl`` of a catalogue folder,
+``models/zoo/heldout`` for the bundled zoo); the predictor is trained on sessions built the same
+way from *training* documents (``memspec_build predictor``), never from these.
 """
 
 from __future__ import annotations

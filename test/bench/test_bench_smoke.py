@@ -1,8 +1,8 @@
 """Fast checks of the evaluation harness (``python -m bench``), no timing assertions.
 
 * the workload builder is deterministic and never uses a prompt the predictor was trained on;
-* the committed list of predictor-training prompts matches the predictor it names;
-* without ``--catalogue`` a run measures the bundled zoo on ``models/heldout/prompts.jsonl``, and
+* the bundled predictor's training report names that predictor, so its training prompts are known;
+* without ``--catalogue`` a run measures the bundled zoo on ``models/zoo/heldout/prompts.jsonl``, and
   the options that point it at another catalogue reach the configuration and its command line;
 * a tiny simulator-only experiment goes through the same results/report/plot writers as a real
   run and produces every documented key (real runs are what ``make bench`` is for).
@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from pathlib import Path
 
@@ -21,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # the ``bench`` package lives at the repository root
 
 ZOO = REPO / "models" / "zoo"
-PROMPTS = REPO / "models" / "heldout" / "prompts.jsonl"
+PROMPTS = ZOO / "heldout" / "prompts.jsonl"
 
 
 def _prompts() -> dict[str, list[str]]:
@@ -73,26 +72,14 @@ def test_predictor_training_prompts_are_never_evaluated() -> None:
     from bench.workloads import build_workload
 
     training = load_training_prompts(ZOO / "predictor.safetensors")
-    assert training.hashes, f"cannot tell which prompts trained the predictor ({training.source}); " \
-                            "run `python -m bench.split --write` after training it"
+    assert training.hashes, f"cannot tell which prompts trained the predictor ({training.source}): " \
+                            "models/zoo/reports/predictor.json must be the training report of " \
+                            "models/zoo/predictor.safetensors (memspec_build predictor writes both)"
+    assert training.source.endswith("models/zoo/reports/predictor.json")
     for preset in ({"sessions": 3, "turns": 5}, {"sessions": 6, "turns": 8}):  # quick and full sizes
         wl = build_workload(_prompts(), exclude=training, max_new_tokens=48, seed=7, **preset)
         for p in [*wl.prompts, *(t.prompt for t in wl.calibration.turns)]:
             assert prompt_hash(p) not in training.hashes
-
-
-def test_committed_training_prompt_list_matches_predictor() -> None:
-    from bench.split import COMMITTED, TRACE_CACHE, _from_trace_cache, predictor_key, predictor_meta, prompt_hash
-
-    meta = predictor_meta(ZOO / "predictor.safetensors")
-    data = json.loads(COMMITTED.read_text())
-    assert data["predictor"] == predictor_key(ZOO / "predictor.safetensors"), \
-        "bench/predictor_training_prompts.json names another predictor (retrained?): with the predictor's " \
-        "training traces in .cache/predictor_traces, run `python -m bench.split --write`"
-    assert data["sha1"], "the committed list of predictor-training prompts is empty"
-    cached = _from_trace_cache(meta, TRACE_CACHE)
-    if cached is not None:  # only where the predictor was trained (its traces are not committed)
-        assert set(data["sha1"]) == {prompt_hash(p) for p in cached}
 
 
 def test_default_inputs_are_the_bundled_zoo_and_its_heldout_prompts() -> None:
@@ -140,9 +127,9 @@ def test_catalogue_options_reach_the_configuration(tmp_path: Path) -> None:
     other = tmp_path / "other.jsonl"
     cfg = parse_args(["--catalogue", str(catalogue), "--prompts", str(other)])
     assert cfg.prompts_file == other and f"--prompts {other}" in cfg.command
-    bare = tmp_path / "bare"  # no prompts of its own: the repository's (domain_mismatch guards the run)
+    bare = tmp_path / "bare"  # no prompts of its own: the run stops and says to pass --prompts
     bare.mkdir()
-    assert parse_args(["--catalogue", str(bare)]).prompts_file == PROMPTS
+    assert parse_args(["--catalogue", str(bare)]).prompts_file == bare / "heldout" / "prompts.jsonl"
 
 
 def test_home_domain_falls_back_to_the_prompts_files_first_domain() -> None:
@@ -324,7 +311,7 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
         assert heading in report
     assert "python -m bench --quick" in report
     assert loaded["config"]["catalogue"] == {  # which models were measured: the zoo by default
-        "path": "models/zoo/catalogue.yaml", "bundled": True, "prompts": "models/heldout/prompts.jsonl",
+        "path": "models/zoo/catalogue.yaml", "bundled": True, "prompts": "models/zoo/heldout/prompts.jsonl",
         "home_domain": "robot", "domains": {n: testbed.catalogue.get(n).domain for n in names}}
     assert "Catalogue measured: `models/zoo/catalogue.yaml`" in report and "make bench-quick   #" in report
     files = {p.name for p in draw_all(loaded, tmp_path)}

@@ -19,8 +19,6 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # the ``bench`` package lives at the repository root
 
-NOWHERE = Path("/nonexistent")
-
 
 def _predictor(folder: Path, seed: int = 1) -> Path:
     from safetensors.numpy import save_file
@@ -45,7 +43,7 @@ def test_a_built_catalogues_report_names_the_training_prompts(tmp_path: Path) ->
 
     predictor = _predictor(tmp_path)
     _report(tmp_path, predictor, ["USER: bring the cup\nROBOT:", "def f(x):\n"])
-    found = load_training_prompts(predictor, cache=NOWHERE, committed=NOWHERE)
+    found = load_training_prompts(predictor)
     assert "def f(x):\n" in found and "USER: bring the cup\nROBOT:" in found and "other" not in found
     assert found.source == f"predictor training report {tmp_path / 'reports' / 'predictor.json'}"
     assert found.predictor_key["models"] == "x"
@@ -56,17 +54,7 @@ def test_a_report_of_another_predictor_is_not_trusted(tmp_path: Path) -> None:
 
     predictor = _predictor(tmp_path)
     _report(tmp_path, predictor, ["a prompt"], predictor_sha1="0" * 40)
-    stale = load_training_prompts(predictor, cache=NOWHERE, committed=NOWHERE)
+    stale = load_training_prompts(predictor)
     assert not stale.hashes and stale.source.startswith("unavailable")
     _report(tmp_path, predictor, ["a prompt"], file_bytes=1)
-    assert not load_training_prompts(predictor, cache=NOWHERE, committed=NOWHERE).hashes
-
-
-def test_the_zoos_report_gives_the_committed_list(tmp_path: Path) -> None:
-    """``models/zoo/predictor.json`` is a training report too: the zoo's last resort agrees with its first."""
-    from bench.split import COMMITTED, load_training_prompts
-
-    zoo = REPO / "models" / "zoo" / "predictor.safetensors"
-    from_report = load_training_prompts(zoo, cache=NOWHERE, committed=NOWHERE)
-    assert from_report.source.endswith("models/zoo/predictor.json")
-    assert from_report.hashes == load_training_prompts(zoo, cache=NOWHERE, committed=COMMITTED).hashes
+    assert not load_training_prompts(predictor).hashes

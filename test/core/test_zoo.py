@@ -21,8 +21,7 @@ from memspec_ros.core.model_loading import (
     weights_nbytes,
 )
 from memspec_ros.core.sampling import GREEDY, SamplingParams
-from training.evaluate import distinct_ngram_ratio
-from training.report import LOOP_RATIO
+from training.target_export import LOOP_RATIO, distinct_ngram_ratio
 
 PROMPTS = {
     "robot": "USER: Please bring the red cup to the kitchen.\nROBOT:",
@@ -89,32 +88,29 @@ def test_zoo_sizes_and_byte_loading(zoo_engine):
 
 
 def test_zoo_target_repetition_matches_published_figures(zoo_engine):
-    """The target's greedy quality as published in ``docs/zoo.md`` holds for the shipped
-    weights, decoded with plain ``transformers.generate`` through the public loading code: per
-    domain, the number of held-out prompts whose 64-token continuation loops (fewer than half
-    of its 4-grams distinct; real 64-token held-out windows have a median ratio of 0.95-1.0)
-    equals the recorded count, and no prompt of any domain loops (the zoo's quality bar).
+    """The target's greedy quality as recorded in ``models/zoo/reports/target.json`` (and published
+    in ``docs/zoo.md``) holds for the shipped weights, decoded with plain ``transformers.generate``
+    through the public loading code: per domain, the number of the report's prompts (cut from
+    the target's own held-out documents) whose 64-token continuation loops (fewer than half of
+    its 4-grams distinct; real 64-token held-out windows have a median ratio of 0.95-1.0) equals
+    the recorded count, and at most one prompt of any domain loops (the zoo's quality bar).
 
     The prompts are decoded in left-padded batches of one domain (a 120-prompt loop of
     single generations was the slowest test of the suite by far); a batch can break an exact
     logit tie differently from a single generation, which a count of loops does not notice.
     """
     engine, _ = zoo_engine
-    path = ZOO.parent / "heldout" / "prompts.jsonl"
-    assert path.exists() and (ZOO / "acceptance_matrix.json").exists(), \
-        f"the zoo at {ZOO} lacks its held-out prompts or evaluation record (training.build_zoo writes both)"
-    recorded = json.loads((ZOO / "acceptance_matrix.json").read_text())["target_repetition"]
+    path = ZOO / "reports" / "target.json"
+    assert path.exists(), f"the zoo at {ZOO} lacks its target report (training.build_zoo's export stage writes it)"
+    recorded = json.loads(path.read_text())["repetition"]
     loops: dict[str, list[str]] = {d: [] for d in recorded}
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
-    for domain in recorded:
-        prompts = [row["prompt"] for row in rows if row["domain"] == domain]
-        for out in _batched_greedy(engine, prompts, 64):
+    for domain, record in recorded.items():
+        for out in _batched_greedy(engine, record["prompts"], 64):
             out = [t for t in out if t not in engine.eos_token_ids]
             if distinct_ngram_ratio(out) < LOOP_RATIO:
                 loops[domain].append(engine.tokenizer.decode(out)[:80])
-    assert {d: len(v) for d, v in loops.items()} == {d: r["loops"] for d, r in recorded.items()}, \
-        loops
-    assert not any(loops.values()), loops
+    assert {d: len(v) for d, v in loops.items()} == {d: r["loops"] for d, r in recorded.items()}, loops
+    assert all(len(v) <= 1 for v in loops.values()), loops
 
 
 def _batched_greedy(engine, prompts: list[str], max_new_tokens: int) -> list[list[int]]:

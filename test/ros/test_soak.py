@@ -134,7 +134,7 @@ def test_soak_goals_then_lifecycle_cycles_memory_and_threads_flat(client_node, p
         ended: dict[str, int] = {}
         samples: list[Sample] = []
         t0 = time.monotonic()
-        for goal, how in _goal_mix(repo / "models" / "heldout" / "prompts.jsonl"):
+        for goal, how in _goal_mix(repo / "models" / "zoo" / "heldout" / "prompts.jsonl"):
             outcome = _run_goal(gen, goal, how, node)
             ended[outcome] = ended.get(outcome, 0) + 1
             samples.append(Sample(time.monotonic() - t0, *node.rss_kb_and_threads()))

@@ -64,7 +64,7 @@ def test_real_zoo_lossless_and_memspec_does_not_stall(zoo, policy) -> None:
     engine, catalogue = zoo
     predictor = ZOO / "predictor.safetensors"
     if policy == "memspec" and not predictor.exists():
-        pytest.fail(f"no predictor at {predictor} (run scripts/train_predictor.py)")
+        pytest.fail(f"no predictor at {predictor} (`make zoo` builds it: memspec_build predictor)")
     mean = sum(s.stored_bytes for s in catalogue) / len(catalogue)
     storage = StorageModel(bandwidth_bytes_per_s=mean / 0.08)  # ~80 ms per load, a few rounds
     pol = make_policy(policy, predictor=predictor if policy == "memspec" else None, draft_names=catalogue.names)
@@ -83,7 +83,7 @@ def test_predictor_file_matches_the_zoo(zoo) -> None:
     engine, catalogue = zoo
     path = Path(ZOO / "predictor.safetensors")
     if not path.exists():
-        pytest.fail(f"no predictor at {path} (run scripts/train_predictor.py)")
+        pytest.fail(f"no predictor at {path} (`make zoo` builds it: memspec_build predictor)")
     pred = DraftPredictor.load(path, catalogue.names)
     assert pred.hidden_size == engine.target.config.hidden_size
     assert path.stat().st_size < 512 * 1024

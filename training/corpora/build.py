@@ -1,18 +1,26 @@
-"""Build every domain corpus and write ``<domain>.train.jsonl`` / ``<domain>.heldout.jsonl``."""
+"""Build every domain corpus and write ``<domain>.train.jsonl`` / ``<domain>.heldout.jsonl``.
+
+The target trains on the train split (and the code domain's train-only extra documents).
+``all/<domain>.jsonl`` holds every document of the domain (train, held-out, extra): what
+``make zoo`` hands to ``memspec_build``, which splits the corpora again by its own seeds for
+the drafts and the predictor (docs/zoo.md says what that means for the evaluation prompts).
+"""
 from __future__ import annotations
 
 import importlib
 import time
 from pathlib import Path
 
-from training.corpora.split import split_documents, write_jsonl
+from training.corpora.split import read_jsonl, split_documents, write_jsonl
 from training.paths import CORPUS_DIR, DOMAINS
 
 SEED = 1234
 
 
 def corpus_path(domain: str, split: str) -> Path:
-    """Path of a domain's split file (``train``, ``heldout``, or the train-only ``extra``)."""
+    """Path of a domain's split file (``train``, ``heldout``, the train-only ``extra``, or ``all``)."""
+    if split == "all":
+        return CORPUS_DIR / "all" / f"{domain}.jsonl"
     return CORPUS_DIR / f"{domain}.{split}.jsonl"
 
 
@@ -30,6 +38,16 @@ def build_all(force: bool = False) -> None:
         print(f"[corpus] {domain}: {len(train)} train / {len(held)} held-out docs, "
               f"{sum(map(len, docs)) / 1e6:.2f} MB, {time.time() - t0:.0f} s", flush=True)
     build_extra(force)
+    write_build_inputs(force)
+
+
+def write_build_inputs(force: bool = False) -> None:
+    """Write ``all/<domain>.jsonl``: train, held-out and (code) extra documents, in that order."""
+    for domain in DOMAINS:
+        path = corpus_path(domain, "all")
+        if force or not path.exists():
+            splits = ("train", "heldout", "extra") if domain == "code" else ("train", "heldout")
+            write_jsonl(path, [doc for split in splits for doc in read_jsonl(corpus_path(domain, split))])
 
 
 def build_extra(force: bool = False) -> None:

@@ -13,10 +13,10 @@ import numpy as np
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from training.data import WindowSampler
-from training.distill import distill
-from training.target_continuations import ContinuationPool
-from training.train import TrainSpec
+from memspec_ros.builder.continuations import ContinuationPool
+from memspec_ros.builder.distillation import distill
+from memspec_ros.builder.training_loop import TrainSpec
+from memspec_ros.builder.windows import WindowSampler
 
 PREFIX, NEW = 6, 9
 
