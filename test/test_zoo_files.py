@@ -99,7 +99,9 @@ def test_heldout_files() -> None:
     prompts = [json.loads(line) for line in (HELDOUT / "prompts.jsonl").open()]
     for d in DOMAINS:
         path = HELDOUT / f"{d}.jsonl"
-        assert path.stat().st_size <= 600_000  # the repository stays small
+        # memspec_build keeps whole held-out documents; a rebuild whose split holds much more
+        # text than this one (496 kB of code) should be looked at before it is committed
+        assert path.stat().st_size <= 600_000
         docs = [json.loads(line)["text"] for line in path.open()]
         mine = [p["prompt"] for p in prompts if p["domain"] == d]
         assert len(mine) >= 20

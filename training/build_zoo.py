@@ -11,6 +11,8 @@ The drafts, the predictor and their evaluation are not built here: ``make zoo`` 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import time
 
 import torch
@@ -61,10 +63,18 @@ def _stage_export(force: bool) -> None:
     from training.target_export import export_target, write_target_report
     report = ZOO_DIR / "reports" / "target.json"
     trained = CHECKPOINT_DIR / TARGET_CHECKPOINT / "model.safetensors"
-    # the committed target stays unless this machine trained a newer one
-    if force or not report.exists() or (trained.exists() and trained.stat().st_mtime > report.stat().st_mtime):
+    if not trained.exists():
+        if force or not report.exists():
+            raise SystemExit(f"no trained target at {trained.parent}: run the target stages first "
+                             "(python -m training.build_zoo --stages target target_extend target_polish export)")
+        print("[build_zoo] no target trained on this machine: the committed models/zoo/target stays", flush=True)
+        return
+    # the exported target is replaced when this machine trained another one (by content, not by date)
+    digest = hashlib.sha256(trained.read_bytes()).hexdigest()
+    recorded = json.loads(report.read_text()).get("checkpoint_sha256") if report.exists() else None
+    if force or recorded != digest:
         export_target()
-        write_target_report()
+        write_target_report(checkpoint_sha256=digest)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -77,8 +77,12 @@ def heldout_loss(model: PreTrainedModel, tok: object, windows: int = 40, length:
     return out
 
 
-def write_target_report() -> dict[str, object]:
-    """Measure the exported target (as the runtime loads it) and write ``reports/target.json``."""
+def write_target_report(checkpoint_sha256: str | None = None) -> dict[str, object]:
+    """Measure the exported target (as the runtime loads it) and write ``reports/target.json``.
+
+    ``checkpoint_sha256`` (of the training checkpoint it was exported from) is recorded so that
+    ``make zoo`` re-exports only when another target was trained.
+    """
     tok = load_tokenizer(ZOO_DIR / "target")
     model = LlamaForCausalLM.from_pretrained(ZOO_DIR / "target", dtype=torch.float32).eval()
     repetition: dict[str, dict[str, object]] = {}
@@ -94,7 +98,8 @@ def write_target_report() -> dict[str, object]:
                          "mean_distinct4": round(sum(ratios) / len(ratios), 3),
                          "mean_tokens": round(sum(lengths) / len(lengths), 1)}
         print(f"[target report] {d}: {repetition[d]['loops']} of {len(prompts)} continuations loop", flush=True)
-    report = {"new_tokens": NEW_TOKENS, "loop_ratio": LOOP_RATIO, "heldout_loss": heldout_loss(model, tok),
+    report = {"checkpoint_sha256": checkpoint_sha256,
+              "new_tokens": NEW_TOKENS, "loop_ratio": LOOP_RATIO, "heldout_loss": heldout_loss(model, tok),
               "repetition": repetition}
     path = ZOO_DIR / "reports" / "target.json"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -124,12 +124,11 @@ def _drafts(args: argparse.Namespace) -> None:
     from memspec_ros.builder.target_folder import check_target_folder
 
     shape, per_domain = _draft_shapes(args.draft_shape)
-    for value in (shape, *dict(per_domain).values()):
+    for value in ([shape] if shape else []) + [s for _, s in per_domain]:
         try:
-            if value:
-                parse_shape(value)
+            parse_shape(value)
         except ValueError as exc:
-            raise BuildError(str(exc)) from None
+            raise BuildError(f"--draft-shape: {exc}") from None
     target = check_target_folder(args.target)
     sources = parse_corpus_arguments(args.corpus, args.corpora)
     corpora = [read_corpus(domain, path, args.text_field) for domain, path in sources.items()]

@@ -1,6 +1,6 @@
 """Distillation fine-tuning of a trained draft toward the target's next-token distribution.
 
-Shared by ``memspec_build drafts`` and the zoo build (``training/``).
+Used by ``memspec_build drafts``, which also builds the bundled zoo's drafts (``make zoo``).
 
 Why: greedy acceptance only counts agreement with the *target's* argmax, not with the corpus.
 A draft trained on the corpus alone wastes capacity on tokens the target would never pick;

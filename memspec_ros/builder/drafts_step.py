@@ -151,6 +151,7 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
           f"{target.weights_bytes / 1e6:.1f} MB); domains {domains} + {GENERAL}", flush=True)
     teacher = functools.cache(lambda: load_causal_lm(target.path))  # loaded only if a step needs it
 
+    _draft_shapes(settings, all_drafts, CANDIDATES[-1])  # a bad --draft-shape fails before minutes of sizing
     # before anything is written: room for the smallest drafts; after sizing, for the chosen ones
     _require_space(layout, target, corpora, parse_shape(settings.shape) if settings.shape else CANDIDATES[-1],
                    len(all_drafts))
@@ -269,7 +270,7 @@ def _shape_overrides_step(ledger: StepLedger, layout: OutputLayout, teacher: Cal
                           shapes: Mapping[str, Shape]) -> None:
     """Measure each per-domain shape against the sizing's target verification and report it."""
     others = {s.label: s for s in shapes.values() if s != sizing.shape}
-    inputs = {"sizing": sizing.to_json(), "shapes": sorted(others)}
+    inputs = {"sizing": sizing.to_json(), "per_domain": {d: s.label for d, s in shapes.items()}}
 
     def work() -> dict[str, object]:
         measured = {}

@@ -38,16 +38,18 @@ def build_all(force: bool = False) -> None:
         print(f"[corpus] {domain}: {len(train)} train / {len(held)} held-out docs, "
               f"{sum(map(len, docs)) / 1e6:.2f} MB, {time.time() - t0:.0f} s", flush=True)
     build_extra(force)
-    write_build_inputs(force)
+    write_build_inputs()
 
 
-def write_build_inputs(force: bool = False) -> None:
-    """Write ``all/<domain>.jsonl``: train, held-out and (code) extra documents, in that order."""
+def write_build_inputs() -> None:
+    """Write ``all/<domain>.jsonl``: train, held-out and (code) extra documents, in that order.
+
+    Always rewritten (seconds): a domain rebuilt above must not leave ``memspec_build`` an old copy.
+    """
     for domain in DOMAINS:
-        path = corpus_path(domain, "all")
-        if force or not path.exists():
-            splits = ("train", "heldout", "extra") if domain == "code" else ("train", "heldout")
-            write_jsonl(path, [doc for split in splits for doc in read_jsonl(corpus_path(domain, split))])
+        splits = ("train", "heldout", "extra") if domain == "code" else ("train", "heldout")
+        write_jsonl(corpus_path(domain, "all"),
+                    [doc for split in splits for doc in read_jsonl(corpus_path(domain, split))])
 
 
 def build_extra(force: bool = False) -> None:
