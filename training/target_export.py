@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from transformers import LlamaForCausalLM, PreTrainedModel
 
 from memspec_ros.builder.corpora import read_jsonl
+from memspec_ros.builder.drafts_step import MAX_PROMPT_DOC_CHARS
 from memspec_ros.builder.evaluation import greedy_continuation
 from memspec_ros.builder.prompts import make_prompts
 from training.corpora.build import corpus_path
@@ -33,7 +34,6 @@ windows have a median ratio of 0.95-1.0)."""
 NEW_TOKENS = 64
 HELDOUT_DOC_BUDGET = 140_000
 """Characters of held-out documents per domain the prompts are cut from."""
-MAX_DOC_CHARS = 24_000
 
 
 def distinct_ngram_ratio(tokens: list[int], n: int = 4) -> float:
@@ -57,7 +57,7 @@ def quality_prompts(domain: str) -> list[str]:
     """Prompts cut from the first ``HELDOUT_DOC_BUDGET`` characters of the target's held-out documents."""
     kept, budget = [], HELDOUT_DOC_BUDGET
     for doc in read_jsonl(corpus_path(domain, "heldout")):
-        doc = doc[:MAX_DOC_CHARS]
+        doc = doc[:MAX_PROMPT_DOC_CHARS]
         if budget < len(doc):
             break
         kept.append(doc)

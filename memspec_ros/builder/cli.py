@@ -123,10 +123,10 @@ def _drafts(args: argparse.Namespace) -> None:
     from memspec_ros.builder.drafts_step import DraftSettings, run_drafts
     from memspec_ros.builder.target_folder import check_target_folder
 
-    shape, per_domain = _draft_shapes(args.draft_shape)
-    for value in ([shape] if shape else []) + [s for _, s in per_domain]:
+    shape, per_domain = _draft_shapes(args.draft_shape)  # per-domain sizes are checked by run_drafts
+    if shape:
         try:
-            parse_shape(value)
+            parse_shape(shape)
         except ValueError as exc:
             raise BuildError(f"--draft-shape: {exc}") from None
     target = check_target_folder(args.target)

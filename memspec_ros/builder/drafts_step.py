@@ -151,20 +151,23 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
           f"{target.weights_bytes / 1e6:.1f} MB); domains {domains} + {GENERAL}", flush=True)
     teacher = functools.cache(lambda: load_causal_lm(target.path))  # loaded only if a step needs it
 
-    _draft_shapes(settings, all_drafts, CANDIDATES[-1])  # a bad --draft-shape fails before minutes of sizing
+    if settings.specialists_from not in SPECIALISTS_FROM:
+        raise BuildError(f"specialists_from must be one of {', '.join(SPECIALISTS_FROM)}, got "
+                         f"{settings.specialists_from!r}")
+    overrides = _shape_overrides(settings, all_drafts)  # a bad --draft-shape fails before minutes of sizing
     # before anything is written: room for the smallest drafts; after sizing, for the chosen ones
     _require_space(layout, target, corpora, parse_shape(settings.shape) if settings.shape else CANDIDATES[-1],
                    len(all_drafts))
     sizing = _sizing_step(ledger, layout, teacher, target, settings)
     shape = sizing.shape
-    unused = {d for d, _ in settings.domain_shapes} >= set(all_drafts)
+    unused = set(overrides) >= set(all_drafts)
     print(f"[sizing] {sizing.summary()}" + (" (unused: every draft has its own --draft-shape)" if unused else ""),
           flush=True)
     if not sizing.ratio_met:
         print(f"[sizing] warning: even the smallest draft costs more than 1/{MIN_RATIO:.0f} of a verification "
               "on this machine: speculation will barely pay off with this target (see `evaluate`)", flush=True)
 
-    shapes = _draft_shapes(settings, all_drafts, shape)
+    shapes = {d: overrides.get(d, shape) for d in all_drafts}
     if any(shapes[d] != shape for d in all_drafts):
         _shape_overrides_step(ledger, layout, teacher, target, settings, sizing, shapes)
     _require_space(layout, target, corpora, max(shapes.values(), key=lambda s: s.parameters(target.logit_width)),
@@ -185,9 +188,6 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
                                                  target, tok, eos, settings)
         streams[corpus.domain] = np.load(layout.tokens(corpus.domain))
 
-    if settings.specialists_from not in SPECIALISTS_FROM:
-        raise BuildError(f"specialists_from must be one of {', '.join(SPECIALISTS_FROM)}, got "
-                         f"{settings.specialists_from!r}")
     per_domain, per_general = settings.draft_seconds(len(domains))
     from_general = settings.specialists_from == "general"
     specialist_phases = SPECIALIST_PHASES if from_general else PHASES
@@ -252,6 +252,12 @@ def _sizing_step(ledger: StepLedger, layout: OutputLayout, teacher: Callable[[],
 
 def _draft_shapes(settings: DraftSettings, drafts: list[str], default: Shape) -> dict[str, Shape]:
     """Every draft's shape: its ``domain_shapes`` entry, else ``default``; :class:`BuildError` on a bad entry."""
+    overrides = _shape_overrides(settings, drafts)
+    return {d: overrides.get(d, default) for d in drafts}
+
+
+def _shape_overrides(settings: DraftSettings, drafts: list[str]) -> dict[str, Shape]:
+    """The drafts ``domain_shapes`` sizes apart, checked; :class:`BuildError` on a bad entry."""
     overrides = dict(settings.domain_shapes)
     unknown = sorted(set(overrides) - set(drafts))
     if unknown:
@@ -260,7 +266,7 @@ def _draft_shapes(settings: DraftSettings, drafts: list[str], default: Shape) ->
         raise BuildError("--draft-shape DOMAIN=HIDDENxLAYERS needs --specialists-from scratch: a domain draft "
                          "that starts from the general draft has the general draft's shape")
     try:
-        return {d: parse_shape(overrides[d]) if d in overrides else default for d in drafts}
+        return {d: parse_shape(s) for d, s in overrides.items()}
     except ValueError as exc:
         raise BuildError(f"--draft-shape: {exc}") from None
 

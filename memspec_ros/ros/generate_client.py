@@ -76,8 +76,6 @@ class GenerationCall:
     """Unregisters the call from its client's feedback routing (set by the client)."""
     _on_text: Callable[[str], None] | None = None
     """Told each piece of the answer's text, in order (set by the client's ``send``)."""
-    _told: int = field(default=0, init=False)
-    """Characters of the answer told to ``_on_text`` so far."""
     _text_closed: bool = field(default=False, init=False)
 
     FEEDBACK_GRACE_S: ClassVar[float] = 5.0
@@ -91,7 +89,6 @@ class GenerationCall:
         with self._lock:
             self.feedback.append(feedback)
             if self._on_text is not None and not self._text_closed and feedback.delta:
-                self._told += len(feedback.delta)
                 self._on_text(feedback.delta)
             self._check_caught_up()
 
@@ -108,7 +105,7 @@ class GenerationCall:
             self._text_closed = True
             if self._on_text is None or self.result is None:
                 return
-            told = self.streamed_text[: self._told]
+            told = self.streamed_text  # every delta so far was told (the text was not closed yet)
             if self.result.text.startswith(told) and len(self.result.text) > len(told):
                 self._on_text(self.result.text[len(told):])
 
