@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
+from memspec_ros.builder.cpu_autocast import training_autocast
 from memspec_ros.builder.progress import advance_to, budget_bar
 from memspec_ros.builder.schedule import lr_at
 from memspec_ros.builder.training_loop import TrainSpec, make_optimizer
@@ -54,7 +55,7 @@ def distill(student: PreTrainedModel, teacher: PreTrainedModel, sampler: BatchSo
         for g in opt.param_groups:
             g["lr"] = lr
         inputs = sampler.next()[:, :-1]
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with training_autocast():
             with torch.inference_mode():
                 teacher_logits = teacher(input_ids=inputs).logits.float()
             loss = kl_loss(student(input_ids=inputs).logits, teacher_logits.clone())
