@@ -60,6 +60,7 @@ def check_target_folder(path: Path) -> TargetInfo:
 
     from memspec_ros.core.errors import ModelLoadError
     from memspec_ros.core.model_loading import load_config, load_tokenizer, weight_files
+    from memspec_ros.core.position_limit import context_bound
     from memspec_ros.runtime.model_set_checks import hidden_width, logit_width
 
     path = path.expanduser().resolve()
@@ -97,7 +98,7 @@ def check_target_folder(path: Path) -> TargetInfo:
     except ModelLoadError as exc:
         raise BuildError(f"target {path}: {exc}") from None
     text = config.get_text_config()
-    positions = getattr(text, "max_position_embeddings", None) or getattr(text, "n_positions", None) or 2048
+    positions = context_bound(text)
     eos = tok.eos_token_id if tok.eos_token_id is not None else getattr(text, "eos_token_id", None)
     bos = tok.bos_token_id if tok.bos_token_id is not None else getattr(text, "bos_token_id", None)
     pad = tok.pad_token_id if tok.pad_token_id is not None else getattr(text, "pad_token_id", None)

@@ -89,15 +89,19 @@ def _file_field_names(raw: Mapping[str, object]) -> dict[str, str]:
 
 
 def check_config_matches_weights(config: PretrainedConfig, expected: Mapping[str, torch.Size],
-                                 tied: set[str], stored: Mapping[str, StoredTensor], source: Path) -> None:
+                                 tied: set[str], stored: Mapping[str, StoredTensor], source: Path,
+                                 converted: frozenset[str] | set[str] = frozenset()) -> None:
     """Raise :class:`ModelConfigError` unless the config's module has exactly the stored tensors.
 
     ``expected`` is the state dict shapes of the module built from ``config`` (meta device),
     ``tied`` the keys that share another tensor's storage (a file need not store them).
+    ``stored`` is keyed by the names the loader gives the tensors
+    (:func:`~memspec_ros.core.checkpoint_keys.names_as_loaded`); keys in ``converted`` are made
+    by merging or splitting stored tensors, so only their presence is checked.
     """
     missing = [k for k in expected if k not in stored and k not in tied]
     unexpected = [k for k in stored if k not in expected]
-    wrong = [k for k in expected if k in stored and tuple(expected[k]) != stored[k].shape]
+    wrong = [k for k in expected if k in stored and k not in converted and tuple(expected[k]) != stored[k].shape]
     if not (missing or unexpected or wrong):
         return
     details = [f"{k} is {list(expected[k])} by the config but {list(stored[k].shape)} in the weights"

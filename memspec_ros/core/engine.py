@@ -22,6 +22,7 @@ from memspec_ros.core.detokenizer import IncrementalDetokenizer
 from memspec_ros.core.errors import InvalidRequestError, VocabularyMismatchError
 from memspec_ros.core.finish_reason import FinishReason
 from memspec_ros.core.greedy_match import proposal_length
+from memspec_ros.core.position_limit import context_bound, position_limit
 from memspec_ros.core.proposer import DraftProposer, Proposal
 from memspec_ros.core.rejection_sampler import RejectionSampler
 from memspec_ros.core.sampling import GREEDY, SamplingParams
@@ -54,9 +55,9 @@ class SpeculativeEngine:
         self.target = target.eval()
         self.tokenizer = tokenizer
         self.vocab_size = int(target.config.vocab_size)
-        model_limit = getattr(target.config, "max_position_embeddings", None)
+        model_limit = position_limit(target.config)
         if max_context is None:
-            max_context = model_limit
+            max_context = context_bound(target.config)
         if max_context is None or max_context < 2:
             raise InvalidRequestError(f"max_context must be >= 2, got {max_context}")
         if model_limit is not None and max_context > model_limit:

@@ -3,7 +3,8 @@
 The runtime's memory budget is only a bound if it counts what a resident draft really holds:
 the module's parameters and buffers *in the compute dtype* (the zoo stores bf16 and computes
 in fp32: twice the file), the draft forward's rotary cos/sin tables and its KV cache at full
-context (both sized by ``max_position_embeddings``). The file's own size says none of that.
+context (both sized by the position limit, ``max_position_embeddings`` in most configs). The
+file's own size says none of that.
 
 The module part is measured, not estimated: the model is built from its config on the meta
 device (shapes and dtypes, no storage), which is also where the config is checked against the
@@ -20,10 +21,12 @@ import torch
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 from transformers.initialization import no_init_weights
 
+from memspec_ros.core.checkpoint_keys import names_as_loaded
 from memspec_ros.core.config_sanity import check_config_matches_weights, check_config_sizes
 from memspec_ros.core.draft_forward import LlamaDraftForward
 from memspec_ros.core.errors import ModelConfigError
 from memspec_ros.core.model_build_lock import BUILD_LOCK
+from memspec_ros.core.position_limit import context_bound
 from memspec_ros.core.safetensors_format import StoredTensor
 
 
@@ -38,7 +41,10 @@ class ModelFootprint:
     rope_table_bytes: int
     """The draft forward's precomputed rotary cos/sin tables (0 for the generic forward)."""
     kv_cache_bytes: int
-    """The draft's KV cache at ``max_position_embeddings`` tokens (its largest)."""
+    """The draft's KV cache at its position limit (:func:`~memspec_ros.core.position_limit.context_bound`)."""
+    converted_tensors: int = 0
+    """Module tensors transformers builds by merging or splitting stored ones (fused experts):
+    ``from_pretrained`` does that, the runtime's byte-level draft loader does not."""
 
     @property
     def resident_bytes(self) -> int:
@@ -79,16 +85,18 @@ def model_footprint(config: PretrainedConfig, stored: dict[str, StoredTensor], s
     check_config_sizes(config, source)
     model = meta_model(config, dtype)
     expected = {k: t.shape for k, t in model.state_dict().items()}
-    check_config_matches_weights(config, expected, tied_keys(model), stored, source)
+    names, converted = names_as_loaded(model, expected, stored)
+    as_loaded = {name: stored[key] for name, key in names.items()}
+    check_config_matches_weights(config, expected, tied_keys(model), as_loaded, source, converted)
     module = sum(t.numel() * t.element_size() for t in model.parameters())
     module += sum(t.numel() * t.element_size() for t in model.buffers())
-    positions = int(getattr(config, "max_position_embeddings", 0) or 0)
+    positions = context_bound(config)
     head_dim = _head_dim(config)
     element = torch.empty((), dtype=dtype).element_size()
     rope = 2 * positions * head_dim * element if LlamaDraftForward.supports(model) else 0
     kv_heads = int(getattr(config, "num_key_value_heads", None) or getattr(config, "num_attention_heads", 0) or 0)
     layers = int(getattr(config, "num_hidden_layers", 0) or 0)
-    unknown = [name for name, value in (("max_position_embeddings", positions), ("num_hidden_layers", layers),
+    unknown = [name for name, value in (("num_hidden_layers", layers),
                                         ("num_attention_heads", kv_heads), ("head_dim", head_dim)) if not value]
     if unknown:  # a KV cache sized 0 would let the budget admit a draft that does not fit
         raise ModelConfigError(
@@ -97,7 +105,7 @@ def model_footprint(config: PretrainedConfig, stored: dict[str, StoredTensor], s
     # Every layer counted at full context: an upper bound for sliding-window layers, which hold less.
     kv = 2 * layers * kv_heads * head_dim * positions * element
     return ModelFootprint(stored_bytes=sum(t.nbytes for t in stored.values()), module_bytes=module,
-                          rope_table_bytes=rope, kv_cache_bytes=kv)
+                          rope_table_bytes=rope, kv_cache_bytes=kv, converted_tensors=len(converted))
 
 
 def _head_dim(config: PretrainedConfig) -> int:

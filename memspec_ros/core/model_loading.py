@@ -41,6 +41,7 @@ from transformers import (
 from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
 
+from memspec_ros.core.checkpoint_keys import names_as_loaded
 from memspec_ros.core.config_sanity import check_config_sizes
 from memspec_ros.core.errors import (
     ModelLoadError,
@@ -287,16 +288,29 @@ def load_state_from_bytes(model: PreTrainedModel,
     parses and copies, converting dtypes as needed. The tensors are views of the blobs, not
     copies, so the load holds the blobs and the module and nothing else of that size. Every
     parameter and persistent buffer must be covered except weights tied to another (e.g.
-    ``lm_head`` tied to the embeddings), which are re-tied afterwards.
+    ``lm_head`` tied to the embeddings), which are re-tied afterwards. Stored names are
+    translated as ``from_pretrained`` translates them (Pythia's ``embed_out``, a missing base
+    prefix: :mod:`memspec_ros.core.checkpoint_keys`).
 
     Raises:
-        ModelLoadError: a blob is not valid safetensors, or tensors are missing/unexpected.
+        ModelLoadError: a blob is not valid safetensors, tensors are missing/unexpected, or
+            the checkpoint needs tensors merged or split on load (fused experts), which only
+            ``from_pretrained`` does.
     """
     if isinstance(blobs, (bytes, bytearray, memoryview)):
         blobs = [blobs]
-    state: dict[str, torch.Tensor] = {}
+    stored: dict[str, torch.Tensor] = {}
     for blob in blobs:
-        state.update(tensor_views(blob))
+        stored.update(tensor_views(blob))
+    expected = {k: t.shape for k, t in model.state_dict().items()}
+    names, converted = names_as_loaded(model, expected, stored)
+    if converted:
+        stored.clear()
+        raise ModelLoadError(f"weights do not fit the model: {sorted(converted)[:3]} must be built from several "
+                             "stored tensors (e.g. fused experts), which the background loader does not do; "
+                             "use a dense model as a draft (a target may be of any kind)")
+    state = {name: stored[key] for name, key in names.items()}
+    stored.clear()
     try:
         with torch.no_grad():
             result = model.load_state_dict(state, strict=False)

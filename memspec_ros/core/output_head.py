@@ -6,8 +6,10 @@ soft-cap it (``final_logit_softcapping``), Cohere multiplies it (``logit_scale``
 it (``logits_scaling``). Running ``model.base_model`` and ``get_output_embeddings()`` by hand skips
 that, so the engine would sample from another distribution. :func:`causal_lm_forward` therefore
 goes through the model's own forward; the final-layer hidden states (the runtime predictor's
-features) are caught on their way out of ``model.base_model`` by a forward hook, so they are
-exactly the decoder's ``last_hidden_state`` whatever the architecture.
+features) are caught on their way out of the decoder (``model.get_decoder()``) by a forward
+hook, so they are exactly the decoder's ``last_hidden_state`` whatever the architecture. The
+decoder, not ``model.base_model``: OPT's forward calls ``model.model.decoder`` directly and
+never runs its base model's own forward.
 
 The shortcut (decoder, then head) is kept where it is provably the same computation: classes in
 :data:`PLAIN_HEAD_CLASSES`, whose forward is ``lm_head(last_hidden_state)`` and nothing else. It
@@ -26,6 +28,8 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 from transformers.cache_utils import Cache
+
+from memspec_ros.core.errors import ModelConfigError
 
 PLAIN_HEAD_CLASSES: frozenset[type[PreTrainedModel]] = frozenset(
     {LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, GPT2LMHeadModel}
@@ -51,11 +55,15 @@ def causal_lm_forward(model: PreTrainedModel, input_ids: torch.Tensor,
     captured: list[torch.Tensor] = []
 
     def keep_hidden(_module, _args, output) -> None:
-        captured.append(output.last_hidden_state)
+        captured.append(output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0])
 
-    handle = model.base_model.register_forward_hook(keep_hidden)
+    handle = model.get_decoder().register_forward_hook(keep_hidden)
     try:
         out = model(input_ids=input_ids, cache=cache, use_cache=True)
     finally:
         handle.remove()
+    if not captured:
+        raise ModelConfigError(f"{type(model).__name__}: its forward never ran the module get_decoder() "
+                               "names, so its final hidden states cannot be read; this architecture is "
+                               "not supported as a target")
     return out.logits[0], captured[-1][0]

@@ -24,6 +24,7 @@ import torch
 from transformers import PreTrainedModel
 
 from memspec_ros.core.draft_forward import DraftForward, make_draft_forward
+from memspec_ros.core.position_limit import position_limit
 from memspec_ros.core.sampling import SamplingParams, logits_to_probs
 
 
@@ -59,7 +60,7 @@ class DraftProposer:
         self.model = model.eval()
         self.name = name
         self.vocab_size: int = int(model.config.vocab_size)
-        self.max_positions: int | None = getattr(model.config, "max_position_embeddings", None)
+        self.max_positions: int | None = position_limit(model.config)
         self._forward: DraftForward = make_draft_forward(model)
         self._seen: list[int] = []  # token ids whose keys/values are cached, in order
         # After a proposal the cache holds context + proposals[:-1]; if every proposal is

@@ -33,12 +33,18 @@ def draft_footprint(model_dir: Path, dtype: torch.dtype = torch.float32) -> Mode
     """What a draft occupies loaded in ``dtype``, from its config and safetensors headers.
 
     Any failure (missing directory, pickle-only weights, a corrupt header, a config that is
-    absurd or does not describe the weights) is a catalogue error that names the directory.
+    absurd or does not describe the weights, weights only ``from_pretrained`` can assemble) is a
+    catalogue error that names the directory.
     """
     try:
-        return inspect_footprint(model_dir, dtype=dtype)
+        footprint = inspect_footprint(model_dir, dtype=dtype)
     except Exception as exc:  # ModelLoadError, ModelConfigError, SafetensorError, OSError...
         raise CatalogueError(f"cannot size draft weights in {model_dir}: {exc}") from exc
+    if footprint.converted_tensors:
+        raise CatalogueError(f"draft {model_dir}: {footprint.converted_tensors} of its module's tensors are built "
+                             "by merging stored ones on load (fused experts), which the background draft "
+                             "loader does not do; use a dense model as a draft (a target may be of any kind)")
+    return footprint
 
 
 @dataclass(frozen=True)

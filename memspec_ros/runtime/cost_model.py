@@ -215,12 +215,13 @@ def measure_cost_model(
     times are then replaced by medians from real engine rounds (:func:`measure_round_costs`),
     which is what a simulation should use: microbenchmarks run with warm CPU caches.
     """
+    from memspec_ros.core.position_limit import context_bound
     from memspec_ros.core.sampling import GREEDY
     from memspec_ros.core.scorer import TargetScorer
 
     # Within the target's positions: a session's tokens can outgrow a model with learned
     # positions (GPT-2's 512 or 1024), whose embedding lookup would fail past them.
-    window = engine.max_context if engine is not None else getattr(target.config, "max_position_embeddings", None)
+    window = engine.max_context if engine is not None else context_bound(target.config)
     ctx = list(context)[: window or None]
     base = max(2, len(ctx) // 2)  # mid-session context length: attention cost grows with it
     scorer = TargetScorer(target)
