@@ -11,8 +11,10 @@ import torch
 from memspec_ros.core.serial_thread import make_this_thread_serial
 
 
-def _os_threads() -> int:
-    return len(os.listdir("/proc/self/task"))
+def _os_threads() -> set[str]:
+    """The process's OS thread ids: compared as sets, a thread of an earlier test that ends
+    meanwhile cannot hide a new one (a count did once: -1)."""
+    return set(os.listdir("/proc/self/task"))
 
 
 def test_serial_helper_starts_no_team_and_leaves_other_threads_alone() -> None:
@@ -29,7 +31,7 @@ def test_serial_helper_starts_no_team_and_leaves_other_threads_alone() -> None:
             start = _os_threads()
             torch.ones(2_000_000).add_(1)  # a parallel-sized operator...
             torch.rand(64, 64) @ torch.rand(64, 64)  # ...and a matmul (MKL's own team)
-            seen["new_os_threads"] = _os_threads() - start
+            seen["new_os_threads"] = len(_os_threads() - start)
 
         t = threading.Thread(target=helper)
         t.start()
