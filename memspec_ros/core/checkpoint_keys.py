@@ -10,17 +10,21 @@ all of these though ``from_pretrained`` loads them, so the stored names are tran
 with the same table and the same function transformers' loader uses.
 
 A *converter* (merging or splitting tensors, as for experts) changes shapes too; the tensors it
-produces are only checked for presence, their shapes are the loader's business.
+produces are only checked for presence, their shapes are the loader's business. Stored tensors
+the architecture declares obsolete (``_keys_to_ignore_on_load_unexpected``: the causal-mask
+buffers old GPT-2 and Pythia files carry, per-layer rotary ``inv_freq``, ``position_ids``) are
+left out, as ``from_pretrained`` leaves them out.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 import torch
 from transformers import PreTrainedModel
 from transformers.conversion_mapping import get_model_conversion_mapping
-from transformers.core_model_loading import WeightConverter, WeightRenaming, rename_source_key
+from transformers.core_model_loading import WeightConverter, WeightRenaming, dot_natural_key, rename_source_key
 
 
 def names_as_loaded(model: PreTrainedModel, expected: Mapping[str, torch.Size],
@@ -38,11 +42,21 @@ def names_as_loaded(model: PreTrainedModel, expected: Mapping[str, torch.Size],
     prefix = model.base_model_prefix
     names: dict[str, str] = {}
     converted: set[str] = set()
-    for key in sorted(stored_names):
+    obsolete = _obsolete_names(model)
+    for key in sorted(stored_names, key=dot_natural_key):  # the loader's order (grouped renames need it)
         name, pattern = rename_source_key(key, renamings, converters, prefix, expected)
         if name not in expected and key in expected:  # as transformers does: only the prefix may apply
             name, pattern = rename_source_key(key, [], [], prefix, expected)
+        if name not in expected and obsolete.search(name):
+            continue
         if pattern is not None:
             converted.add(name)
         names.setdefault(name, key)
     return names, converted
+
+
+def _obsolete_names(model: PreTrainedModel) -> re.Pattern[str]:
+    """Stored names ``from_pretrained`` ignores when the module has no such tensor."""
+    patterns = set(getattr(model, "_keys_to_ignore_on_load_unexpected", None) or ())
+    patterns |= {r"rotary_emb\.inv_freq", r"(^|\.)position_ids$"}
+    return re.compile("|".join(f"({pattern})" for pattern in patterns))

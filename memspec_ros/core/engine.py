@@ -40,7 +40,8 @@ class SpeculativeEngine:
         target: the model whose output distribution is reproduced exactly.
         tokenizer: the target's tokenizer (drafts must share it).
         max_context: maximum sequence length (prompt + generated, all turns); defaults to
-            and may not exceed the target's ``max_position_embeddings``.
+            and may not exceed the target's position limit (``max_position_embeddings``, MPT's
+            ``max_seq_len``); a target without one (ALiBi) defaults to 2048 and takes any value.
         sampler: acceptance rule; replaceable for experiments and tests.
     """
 
@@ -58,11 +59,11 @@ class SpeculativeEngine:
         model_limit = position_limit(target.config)
         if max_context is None:
             max_context = context_bound(target.config)
-        if max_context is None or max_context < 2:
+        if max_context < 2:
             raise InvalidRequestError(f"max_context must be >= 2, got {max_context}")
         if model_limit is not None and max_context > model_limit:
             raise InvalidRequestError(
-                f"max_context {max_context} exceeds the target's max_position_embeddings {model_limit}"
+                f"max_context {max_context} exceeds the target's position limit {model_limit}"
             )
         self.max_context = int(max_context)
         self.sampler = sampler or RejectionSampler()

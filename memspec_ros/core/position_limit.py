@@ -19,7 +19,11 @@ _LIMIT_FIELDS = ("max_position_embeddings", "max_seq_len")
 
 
 def position_limit(config: PretrainedConfig) -> int | None:
-    """The config's own position limit, or None when the architecture has none."""
+    """The config's own position limit, or None when the architecture has none.
+
+    Read from the text model's config: a multimodal wrapper (Gemma 3) keeps it there.
+    """
+    config = config.get_text_config()
     for name in _LIMIT_FIELDS:
         value = getattr(config, name, None)
         if value:

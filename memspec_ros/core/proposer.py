@@ -24,7 +24,7 @@ import torch
 from transformers import PreTrainedModel
 
 from memspec_ros.core.draft_forward import DraftForward, make_draft_forward
-from memspec_ros.core.position_limit import position_limit
+from memspec_ros.core.position_limit import context_bound
 from memspec_ros.core.sampling import SamplingParams, logits_to_probs
 
 
@@ -60,7 +60,8 @@ class DraftProposer:
         self.model = model.eval()
         self.name = name
         self.vocab_size: int = int(model.config.vocab_size)
-        self.max_positions: int | None = position_limit(model.config)
+        # A model without a position limit (ALiBi) stops where the memory budget counted its KV cache.
+        self.max_positions: int = context_bound(model.config)
         self._forward: DraftForward = make_draft_forward(model)
         self._seen: list[int] = []  # token ids whose keys/values are cached, in order
         # After a proposal the cache holds context + proposals[:-1]; if every proposal is
@@ -106,8 +107,7 @@ class DraftProposer:
         """
         if not context:
             raise ValueError("cannot propose without context")
-        if self.max_positions is not None:
-            k = min(k, self.max_positions - len(context))
+        k = min(k, self.max_positions - len(context))
         if k <= 0:
             return Proposal.empty()
         start = time.perf_counter()

@@ -74,7 +74,7 @@ def test_session_lifecycle_errors(tiny_zoo):
 
 def test_max_context_cannot_exceed_the_model(tiny_zoo):
     engine = tiny_zoo.engine
-    with pytest.raises(InvalidRequestError, match="max_position_embeddings"):
+    with pytest.raises(InvalidRequestError, match="position limit"):
         SpeculativeEngine(engine.target, engine.tokenizer, max_context=engine.max_context + 1)
     small = SpeculativeEngine(engine.target, engine.tokenizer, max_context=16)
     with pytest.raises(InvalidRequestError, match="context window is 16"):

@@ -16,12 +16,14 @@ target and as draft; these four failed before the fixes they stand for:
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import noisy_copy, save, train_tokenizer
 from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from memspec_ros.core.engine import SpeculativeEngine
@@ -152,3 +154,21 @@ def test_opt_hidden_states_are_its_decoders_output(folders):
     with torch.no_grad():
         want = model.get_decoder()(input_ids=torch.tensor([ids])).last_hidden_state[0]
     torch.testing.assert_close(scores.hidden, want)
+
+
+def test_obsolete_buffers_of_old_checkpoints_are_ignored_as_from_pretrained_ignores_them(folders, tmp_path):
+    """Pythia files on the Hub carry the old causal-mask buffers ``attention.bias`` / ``masked_bias``."""
+    root, _ = folders
+    old = tmp_path / "pythia-old"
+    shutil.copytree(root / "gpt_neox-noisy", old)
+    weights = weight_files(old)[0]
+    tensors = load_file(str(weights))
+    tensors["gpt_neox.layers.0.attention.bias"] = torch.ones(1, 1, 8, 8, dtype=torch.bool).tril()
+    tensors["gpt_neox.layers.0.attention.masked_bias"] = torch.tensor(-1e9)
+    save_file(tensors, str(weights), metadata={"format": "pt"})
+    reference = load_causal_lm(root / "gpt_neox-noisy", allowed_roots=[root]).state_dict()
+    draft_footprint(old)
+    model = build_empty_model(load_config(old))
+    load_state_from_bytes(model, [weights.read_bytes()])
+    for key, tensor in model.state_dict().items():
+        assert torch.equal(tensor, reference[key]), key
