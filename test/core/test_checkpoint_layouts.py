@@ -75,6 +75,12 @@ def folders(tmp_path_factory) -> tuple[Path, object]:
     return root, tokenizer
 
 
+def _byte_loaded(folder: Path) -> PreTrainedModel:
+    """The draft as the runtime's background loader builds it: empty module, then file bytes."""
+    model = build_empty_model(load_config(folder))
+    return load_state_from_bytes(model, [path.read_bytes() for path in weight_files(folder)])
+
+
 def _stored_names(folder: Path) -> set[str]:
     names: set[str] = set()
     for path in weight_files(folder):
@@ -115,9 +121,7 @@ def test_background_loader_reads_what_from_pretrained_reads(folders, arch):
     root, _ = folders
     folder = root / f"{arch}-noisy"
     reference = load_causal_lm(folder, allowed_roots=[root]).state_dict()
-    model = build_empty_model(load_config(folder))
-    load_state_from_bytes(model, [path.read_bytes() for path in weight_files(folder)])
-    loaded = model.state_dict()
+    loaded = _byte_loaded(folder).state_dict()
     assert loaded.keys() == reference.keys()
     for key, tensor in loaded.items():
         assert torch.equal(tensor, reference[key]), key
@@ -130,8 +134,7 @@ def test_a_fused_expert_draft_is_refused_with_the_reason(folders):
     with pytest.raises(CatalogueError, match=r"merging stored ones.*use a dense model as a draft"):
         draft_footprint(folder)
     with pytest.raises(ModelLoadError, match=r"several stored tensors"):
-        load_state_from_bytes(build_empty_model(load_config(folder)),
-                              [path.read_bytes() for path in weight_files(folder)])
+        _byte_loaded(folder)
 
 
 def test_a_model_without_a_position_limit_gets_the_default_context(folders):
@@ -168,7 +171,5 @@ def test_obsolete_buffers_of_old_checkpoints_are_ignored_as_from_pretrained_igno
     save_file(tensors, str(weights), metadata={"format": "pt"})
     reference = load_causal_lm(root / "gpt_neox-noisy", allowed_roots=[root]).state_dict()
     draft_footprint(old)
-    model = build_empty_model(load_config(old))
-    load_state_from_bytes(model, [weights.read_bytes()])
-    for key, tensor in model.state_dict().items():
+    for key, tensor in _byte_loaded(old).state_dict().items():
         assert torch.equal(tensor, reference[key]), key
