@@ -264,8 +264,9 @@ class MemSpecNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def destroy_node(self) -> None:
-        """Also ends the torch thread (after whatever it is running)."""
-        self._torch.close()
+        """Also ends the torch thread (after whatever it is running, waiting a few seconds)."""
+        if not self._torch.close():
+            self.get_logger().warning("the torch thread is still running a job: it ends with the process")
         super().destroy_node()
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:

@@ -10,6 +10,7 @@ for a signal, then drives the shutdown transition with the executor still servin
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -68,7 +69,26 @@ def main(argv: list[str] | None = None) -> int:
         spinner.join(timeout=5.0)
         node.destroy_node()
         rclpy.try_shutdown()
+    _exit_past_running_threads()
     return 0
+
+
+def _exit_past_running_threads() -> None:
+    """End the process at once if one of the node's threads is still inside model code.
+
+    The interpreter's finalisation stops a daemon thread with ``pthread_exit`` when it next
+    takes the GIL; inside torch's C++ (a tensor being freed, an operator returning) that
+    unwinding aborts the process, so a clean shutdown would exit with SIGABRT. Such a thread
+    is left only when a generation or a load did not stop within its bounded waits; the
+    lifecycle shutdown has run and every goal has its result, so nothing is lost by skipping
+    finalisation.
+    """
+    running = [t.name for t in threading.enumerate()
+               if t is not threading.main_thread() and t.is_alive() and t.name.startswith("memspec-")]
+    if running:
+        print(f"[memspec] exiting with {', '.join(running)} still running", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(0)
 
 
 def _shutdown_lifecycle(node: MemSpecNode, why: str) -> None:

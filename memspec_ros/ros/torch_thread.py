@@ -42,9 +42,23 @@ class TorchThread:
         self._jobs.put((functools.partial(fn, *args, **kwargs), future))
         return future.result()
 
-    def close(self) -> None:
-        """End the thread once what it runs has returned (the node is being destroyed)."""
+    def close(self, timeout_s: float = 5.0) -> bool:
+        """End the thread once what it runs has returned, waiting up to ``timeout_s``; True if it ended.
+
+        The wait matters at process exit: a daemon thread still running when the interpreter
+        finalises is stopped with ``pthread_exit`` as soon as it wants the GIL back, and when
+        that happens inside torch's C++ (freeing a tensor releases the GIL) the unwinding
+        aborts the process ("terminate called without an active exception", seen when the
+        thread's last job's KV cache was freed while the node exited).
+        """
         self._jobs.put(None)
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the thread still runs (a job that did not return, after :meth:`close`)."""
+        return self._thread.is_alive()
 
     def _serve(self) -> None:
         while (job := self._jobs.get()) is not None:
@@ -53,3 +67,6 @@ class TorchThread:
                 future.set_result(fn())
             except BaseException as exc:  # handed to the waiting caller, which handles it as before
                 future.set_exception(exc)
+            # The caller has its result; holding the job here would keep what it returned
+            # (a turn's KV cache) alive until the next job, and free it on this thread whenever.
+            del job, fn, future
