@@ -199,6 +199,29 @@ def test_memspec_runs_target_only_when_measured_times_say_so_and_probes() -> Non
     assert probe.draft == GENERAL and not probe.wait, "a probe round after a draftless stretch"
 
 
+def test_memspec_makes_room_on_a_one_draft_budget_for_a_much_better_forecast() -> None:
+    """The running draft fills a one-draft budget: it is evicted (last) for a draft forecast
+    preempt_margin above it; without that, nothing better could ever load while it runs."""
+    stage = Stage(budget_drafts=1)
+    predictor = constant_predictor({GENERAL: 0.05, CODE: 0.1, LEGAL: 0.8}, stage.names)
+    stage.load(GENERAL)
+    policy = _bound(stage, "memspec", predictor=predictor)
+    stage.run(GENERAL, accepted=1)
+    stage.pool.set_active(GENERAL)
+    plan = policy.plan(stage.view())
+    assert plan.want == (LEGAL,) and plan.evictable == (GENERAL,)
+
+
+def test_memspec_keeps_the_running_draft_when_the_forecast_gap_is_small() -> None:
+    stage = Stage(budget_drafts=1)
+    predictor = constant_predictor({GENERAL: 0.5, CODE: 0.1, LEGAL: 0.6}, stage.names)
+    stage.load(GENERAL)
+    policy = _bound(stage, "memspec", predictor=predictor)
+    stage.pool.set_active(GENERAL)
+    plan = policy.plan(stage.view())
+    assert plan.want == (LEGAL,) and plan.evictable == (), "0.1 better is not worth the load's draftless rounds"
+
+
 def test_memspec_skips_drafts_that_failed_to_load() -> None:
     stage, predictor = _forecast_stage({GENERAL: 0.3, CODE: 0.8, LEGAL: 0.1})
     stage.unusable = frozenset({CODE})

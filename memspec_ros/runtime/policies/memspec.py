@@ -60,8 +60,10 @@ class _ManagedPolicy(Policy):
 
     def __init__(self, *, keep_bonus: float = 0.05, switch_margin: float = 0.03, prior_tokens: float = 8.0,
                  evidence_rounds: int = 8, min_utility: float = 0.02, cost_aware: bool = True,
-                 target_margin: float = 0.1, probe_every: int = 16, dynamic_k: bool = True) -> None:
+                 target_margin: float = 0.1, probe_every: int = 16, dynamic_k: bool = True,
+                 preempt_margin: float = 0.2) -> None:
         super().__init__()
+        self.preempt_margin = preempt_margin
         self.cost_aware = cost_aware
         self.dynamic_k = dynamic_k
         self.probe_every = probe_every
@@ -131,11 +133,30 @@ class _ManagedPolicy(Policy):
         # evicting it first would leave the decoder with nothing better while loads are in flight.
         takeover = any(n in want and n != active and self.utility.get(n, 0) >= self.utility.get(active, 0)
                        for n in view.resident) if active else True
-        evictable = [n for n in view.resident if n not in want and (n != active or takeover)]
+        evictable = [n for n in view.resident if n not in want and n != active]
         evictable.sort(key=lambda n: self.utility.get(n, 0.0))
+        if active in view.resident and active not in want and (takeover or self._preempts(view, want)):
+            evictable.append(active)  # last: only when nothing else makes room
         cancel = tuple(n for n in view.pending_loads if n not in want)
         return SchedulePlan(want=tuple(want), evictable=tuple(evictable), cancel=cancel,
                             predictions=dict(self.utility))
+
+
+    def _preempts(self, view: PolicyView, want: list[str]) -> bool:
+        """Whether the running draft should make room although nothing better is resident yet.
+
+        Normally it runs on until a wanted draft has loaded. That waits forever when it fills the
+        memory alone (a one-draft budget): nothing else can load while it stays. So when it is
+        the only draft in memory and a wanted draft is forecast ``preempt_margin`` above it, it
+        is evicted for that one; the rounds until the load completes run with what the decoder
+        can choose then (target-only at worst), which costs at most the running draft's own
+        small advantage.
+        """
+        active = view.active
+        if set(view.resident) | set(view.pending_loads) != {active}:
+            return False
+        best_missing = max((self.utility.get(n, 0.0) for n in want if n not in view.resident), default=None)
+        return best_missing is not None and best_missing - self.utility.get(active, 0.0) >= self.preempt_margin
 
 
 class MemSpecPolicy(_ManagedPolicy):
