@@ -9,8 +9,11 @@ store one tensor per expert where the module holds them fused. Comparing raw nam
 all of these though ``from_pretrained`` loads them, so the stored names are translated first
 with the same table and the same function transformers' loader uses.
 
-A *converter* (merging or splitting tensors, as for experts) changes shapes too; the tensors it
-produces are only checked for presence, their shapes are the loader's business. Stored tensors
+A *converter* (merging tensors, as for experts) changes shapes too; the tensors it produces are
+only checked for presence, their shapes are the loader's business. A converter that splits one
+stored tensor into several is mapped to its first product only (as ``rename_source_key`` does),
+so the others read as missing and the weights check refuses such a model; none of the tested
+architectures has one. ``rename_source_key`` has taken these arguments since transformers 5.0. Stored tensors
 the architecture declares obsolete (``_keys_to_ignore_on_load_unexpected``: the causal-mask
 buffers old GPT-2 and Pythia files carry, per-layer rotary ``inv_freq``, ``position_ids``) are
 left out, as ``from_pretrained`` leaves them out.

@@ -28,6 +28,7 @@ from memspec_ros.core.safetensors_format import StoredTensor
 
 SIZE_CAPS: dict[str, int] = {
     "max_position_embeddings": 1 << 20,
+    "max_seq_len": 1 << 20,
     "hidden_size": 1 << 16,
     "intermediate_size": 1 << 18,
     "num_hidden_layers": 1 << 10,

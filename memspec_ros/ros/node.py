@@ -263,6 +263,11 @@ class MemSpecNode(LifecycleNode):
         self.get_logger().info(f"shut down from state '{state.label}'")
         return TransitionCallbackReturn.SUCCESS
 
+    @property
+    def generation_running(self) -> bool:
+        """Whether a goal is still generating (one that did not stop when asked to)."""
+        return not self._idle.is_set()
+
     def destroy_node(self) -> None:
         """Also ends the torch thread (after whatever it is running, waiting a few seconds)."""
         if not self._torch.close():

@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
             _shutdown_lifecycle(node, signal.Signals(signals[0]).name)
     finally:
         stop.set()
-        executor.shutdown()
+        # An executor thread whose generation did not stop waits on the torch thread for good:
+        # waiting for it here would hang the exit (the process ends past it, below).
+        executor.shutdown(wait_for_threads=not node.generation_running)
         spinner.join(timeout=5.0)
         node.destroy_node()
         rclpy.try_shutdown()
@@ -79,9 +81,11 @@ def _exit_past_running_threads() -> None:
     The interpreter's finalisation stops a daemon thread with ``pthread_exit`` when it next
     takes the GIL; inside torch's C++ (a tensor being freed, an operator returning) that
     unwinding aborts the process, so a clean shutdown would exit with SIGABRT. Such a thread
-    is left only when a generation or a load did not stop within its bounded waits; the
-    lifecycle shutdown has run and every goal has its result, so nothing is lost by skipping
-    finalisation.
+    is left when a generation or a load did not stop within its bounded waits, or when the
+    node exits without its lifecycle shutdown (an external ROS shutdown leaves the loader
+    idle but open); the goals have had their results, so nothing is lost by skipping
+    finalisation (which would also wait for the executor thread of a generation that never
+    returns).
     """
     running = [t.name for t in threading.enumerate()
                if t is not threading.main_thread() and t.is_alive() and t.name.startswith("memspec-")]

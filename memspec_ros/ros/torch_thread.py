@@ -31,15 +31,18 @@ class TorchThread:
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._closed = False
         self._thread = threading.Thread(target=self._serve, name="memspec-torch", daemon=True)
         self._thread.start()
 
     def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` on the torch thread; its result, or its exception re-raised here."""
-        if not self._thread.is_alive():
-            raise RuntimeError("the node's torch thread has been closed")
         future: Future = Future()
-        self._jobs.put((functools.partial(fn, *args, **kwargs), future))
+        with self._lock:  # a job queued behind close() would never run: its caller would wait for good
+            if self._closed:
+                raise RuntimeError("the node's torch thread has been closed")
+            self._jobs.put((functools.partial(fn, *args, **kwargs), future))
         return future.result()
 
     def close(self, timeout_s: float = 5.0) -> bool:
@@ -51,14 +54,11 @@ class TorchThread:
         aborts the process ("terminate called without an active exception", seen when the
         thread's last job's KV cache was freed while the node exited).
         """
-        self._jobs.put(None)
+        with self._lock:
+            self._closed = True
+            self._jobs.put(None)
         self._thread.join(timeout_s)
         return not self._thread.is_alive()
-
-    @property
-    def alive(self) -> bool:
-        """Whether the thread still runs (a job that did not return, after :meth:`close`)."""
-        return self._thread.is_alive()
 
     def _serve(self) -> None:
         while (job := self._jobs.get()) is not None:

@@ -222,7 +222,7 @@ def measure_cost_model(
     # Within the target's positions: a session's tokens can outgrow a model with learned
     # positions (GPT-2's 512 or 1024), whose embedding lookup would fail past them.
     window = engine.max_context if engine is not None else context_bound(target.config)
-    ctx = list(context)[: window or None]
+    ctx = list(context)[:window]
     base = max(2, len(ctx) // 2)  # mid-session context length: attention cost grows with it
     scorer = TargetScorer(target)
 

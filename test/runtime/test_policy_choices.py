@@ -222,6 +222,19 @@ def test_memspec_keeps_the_running_draft_when_the_forecast_gap_is_small() -> Non
     assert plan.want == (LEGAL,) and plan.evictable == (), "0.1 better is not worth the load's draftless rounds"
 
 
+def test_manage_only_does_not_preempt_for_untried_drafts() -> None:
+    """Without a forecast, untried drafts count at the prior: preempting for them would cycle
+    through every draft on a one-draft budget."""
+    stage = Stage(budget_drafts=1)
+    stage.load(GENERAL)
+    policy = _bound(stage, "memspec-manage-only")
+    for _ in range(4):
+        stage.run(GENERAL, accepted=0)
+    stage.pool.set_active(GENERAL)
+    plan = policy.plan(stage.view())
+    assert GENERAL not in plan.want and plan.evictable == ()
+
+
 def test_memspec_skips_drafts_that_failed_to_load() -> None:
     stage, predictor = _forecast_stage({GENERAL: 0.3, CODE: 0.8, LEGAL: 0.1})
     stage.unusable = frozenset({CODE})

@@ -61,7 +61,7 @@ class _ManagedPolicy(Policy):
     def __init__(self, *, keep_bonus: float = 0.05, switch_margin: float = 0.03, prior_tokens: float = 8.0,
                  evidence_rounds: int = 8, min_utility: float = 0.02, cost_aware: bool = True,
                  target_margin: float = 0.1, probe_every: int = 16, dynamic_k: bool = True,
-                 preempt_margin: float = 0.2) -> None:
+                 preempt_margin: float | None = 0.2) -> None:
         super().__init__()
         self.preempt_margin = preempt_margin
         self.cost_aware = cost_aware
@@ -129,8 +129,9 @@ class _ManagedPolicy(Policy):
         self._last_plan_round = view.round_index
         want = working_set(view, self.utility, keep_bonus=self.keep_bonus, min_utility=self.min_utility)
         active = view.active
-        # Keep the draft that is running unless a draft we want is already resident to take over:
-        # evicting it first would leave the decoder with nothing better while loads are in flight.
+        # Keep the draft that is running unless a draft we want is already resident to take over
+        # (evicting it first would leave the decoder with nothing better while loads are in
+        # flight) or it alone holds the memory a much better forecast needs (_preempts).
         takeover = any(n in want and n != active and self.utility.get(n, 0) >= self.utility.get(active, 0)
                        for n in view.resident) if active else True
         evictable = [n for n in view.resident if n not in want and n != active]
@@ -140,7 +141,6 @@ class _ManagedPolicy(Policy):
         cancel = tuple(n for n in view.pending_loads if n not in want)
         return SchedulePlan(want=tuple(want), evictable=tuple(evictable), cancel=cancel,
                             predictions=dict(self.utility))
-
 
     def _preempts(self, view: PolicyView, want: list[str]) -> bool:
         """Whether the running draft should make room although nothing better is resident yet.
@@ -153,7 +153,7 @@ class _ManagedPolicy(Policy):
         small advantage.
         """
         active = view.active
-        if set(view.resident) | set(view.pending_loads) != {active}:
+        if self.preempt_margin is None or set(view.resident) | set(view.pending_loads) != {active}:
             return False
         best_missing = max((self.utility.get(n, 0.0) for n in want if n not in view.resident), default=None)
         return best_missing is not None and best_missing - self.utility.get(active, 0.0) >= self.preempt_margin
@@ -187,6 +187,9 @@ class MemSpecManageOnlyPolicy(_ManagedPolicy):
     name = "memspec-manage-only"
 
     def __init__(self, prior: float = 0.25, **kwargs: float) -> None:
+        # No preemption: untried drafts count at the prior, which would evict a running draft
+        # for each of them in turn on a one-draft budget; it is the forecast that justifies it.
+        kwargs.setdefault("preempt_margin", None)
         super().__init__(**kwargs)
         self.prior = prior
 
