@@ -47,11 +47,14 @@ def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFas
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Tokenizer, then next-token training on equally weighted domains until ``--minutes``."""
+    """Tokenizer, then next-token training on equally weighted domains for ``--steps`` or ``--minutes``."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True, help="folder of <domain>.jsonl pretraining text")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--minutes", type=float, default=40.0)
+    ap.add_argument("--steps", type=int, default=None,
+                    help="train for exactly this many steps instead of --minutes: the same target on a busy "
+                         "or a slow machine (the learning-rate schedule follows the steps)")
     ap.add_argument("--vocab", type=int, default=8192)
     ap.add_argument("--hidden", type=int, default=384)
     ap.add_argument("--layers", type=int, default=6)
@@ -85,9 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     if not domains:
         raise SystemExit(f"no domain in {args.data} has more than {args.seq_len + 1} tokens")
     model.train()
-    while (now := time.monotonic()) < deadline:
-        frac = (now - start) / (deadline - start)
-        for group in opt.param_groups:  # warm-up, then cosine to 10% over the time budget
+    while (step < args.steps) if args.steps else ((now := time.monotonic()) < deadline):
+        frac = step / args.steps if args.steps else (now - start) / (deadline - start)
+        for group in opt.param_groups:  # warm-up, then cosine to 10% over the budget
             group["lr"] = args.lr * min(1.0, (step + 1) / 200) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
         rows = []
         for _ in range(args.batch):
