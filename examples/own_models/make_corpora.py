@@ -7,7 +7,7 @@ corpora of the topics its robot talks about. Offline, this machine has:
 |---|---|
 | changelog | Debian package changelogs (``/usr/share/doc/*/changelog.Debian.gz``) |
 | cpp | the C++ headers shipped in torch's wheel (generated ``ATen/ops`` headers skipped) |
-| manual | English manual pages (sections 1, 5 and 8), rendered to plain text by ``man`` |
+| manual | English manual pages (sections 1, 5 and 8), rendered to plain paragraphs by ``man`` |
 | perl | Perl modules (``*.pm``) with their POD documentation |
 
 The zoo's corpora are the CPython standard library, Debian licences and copyright files,
@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -42,10 +43,17 @@ def _changelog(path: Path) -> str:
 
 
 def _manual(path: Path) -> str:
-    env = {**os.environ, "MANWIDTH": "80", "LANG": "C.UTF-8"}
-    rendered = subprocess.run(["man", "-l", str(path)], capture_output=True, env=env, timeout=30, check=True)
-    return subprocess.run(["col", "-bx"], input=rendered.stdout, capture_output=True, timeout=30,
+    """A manual page as text a person writes: one line per paragraph, no justification,
+    hyphenation or indentation. Rendered for a terminal, every line starts with 7-14 spaces and
+    justified lines carry runs of spaces: text whose tokens are mostly layout, which any draft
+    predicts (the first worked example's general draft accepted 0.836 of it, its specialist
+    0.837)."""
+    env = {**os.environ, "MANWIDTH": "1000", "LANG": "C.UTF-8"}
+    rendered = subprocess.run(["man", "--no-justification", "--no-hyphenation", "-l", str(path)],
+                              capture_output=True, env=env, timeout=30, check=True)
+    text = subprocess.run(["col", "-bx"], input=rendered.stdout, capture_output=True, timeout=30,
                           check=True).stdout.decode("utf-8")
+    return "\n".join(re.sub(r" {2,}", " ", line.strip()) for line in text.splitlines())
 
 
 def _source_file(path: Path) -> str:
