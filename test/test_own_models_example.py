@@ -3,7 +3,9 @@
 Why: the example's ``manual`` corpus is only a fair domain if its pages are text, not terminal
 layout. Rendered for an 80-column terminal, every line started with 7-14 spaces and justified
 lines carried runs of spaces; any draft predicted those tokens, and the manual specialist came
-out level with the general draft (0.837 against 0.836 acceptance, docs/own_models.md).
+out level with the general draft (0.837 against 0.836 acceptance, docs/own_models.md). The
+German and French domains are only other languages if their pages' untranslated English
+paragraphs are dropped.
 """
 from __future__ import annotations
 
@@ -33,3 +35,19 @@ def test_manual_pages_are_rendered_as_plain_paragraphs() -> None:
     assert "  " not in text, "justification spaces left in"
     # one line per paragraph: no line is cut at the terminal width
     assert max(map(len, lines)) > 100
+
+
+def test_translated_pages_lose_their_untranslated_english_paragraphs() -> None:
+    # many German pages translate the headings and first paragraphs only (chfn(1): "ändert den
+    # vollständigen Namen ..." then "The chfn command changes ..."); left in, that English
+    # would make the manual_de domain overlap manual_en
+    module = _make_corpora()
+    pages = sorted(Path("/usr/share/man/de").rglob("*.gz"))
+    assert pages, "no German manual pages in /usr/share/man/de: install manpages-de"
+    mixed = next(p for p in pages if any(map(module._is_english, module._manual(p).split("\n\n"))))
+    full, kept = module._manual(mixed).split("\n\n"), module._translated_manual(mixed).split("\n\n")
+    assert kept and len(kept) < len(full)
+    assert not any(map(module._is_english, kept))
+    assert all(p in full for p in kept), "paragraphs must be kept verbatim"
+    assert module._is_english("The chfn command changes user fullname, office room number and phone number.")
+    assert not module._is_english("zsoelim sucht in seinen Datei-Argumenten oder bei einem Aufruf ohne Argumente.")

@@ -10,6 +10,10 @@ corpora of the topics its robot talks about. Offline, this machine has:
 | manual | English manual pages (sections 1, 5 and 8), rendered to plain paragraphs by ``man`` |
 | perl | Perl modules (``*.pm``) with their POD documentation |
 
+``--languages`` writes the second set of ``docs/own_models.md`` instead: ``manual_en`` (the
+English pages above), ``manual_de`` and ``manual_fr`` (the German and French pages, rendered
+the same way, without the paragraphs their translators left in English) and ``perl``.
+
 The zoo's corpora are the CPython standard library, Debian licences and copyright files,
 sympy problems, a robot dialogue grammar and fortunes: none of these sources. Each corpus is
 split by document into a **pretraining** half (to train the example's target, standing in for
@@ -33,13 +37,15 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+Source = tuple[list[Path], Callable[[Path], str], int]
+"""A domain's files, how to read one, and where to cut a long one."""
+
 MAX_DOC_CHARS = 6000
 """Long files are cut: a corpus of many documents teaches more than a few huge ones."""
-
-
-def _changelog(path: Path) -> str:
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return fh.read()
+MAX_TRANSLATED_DOC_CHARS = 20000
+"""Under 200 pages are translated into each language: a tighter cut would leave too little text."""
+ENGLISH_WORDS = frozenset({"the", "and", "of", "is", "to", "this", "with", "for", "are", "be"})
+"""Common English words: a paragraph of a translated page made of them was left untranslated."""
 
 
 def _manual(path: Path) -> str:
@@ -56,25 +62,56 @@ def _manual(path: Path) -> str:
     return "\n".join(re.sub(r" {2,}", " ", line.strip()) for line in text.splitlines())
 
 
+def _translated_manual(path: Path) -> str:
+    """A translated manual page without the paragraphs its translators left in English.
+
+    Many German and French pages translate the headings and the first paragraphs only; kept,
+    their English paragraphs would make the language domains overlap the English one."""
+    paragraphs = _manual(path).split("\n\n")
+    return "\n\n".join(p for p in paragraphs if not _is_english(p))
+
+
+def _is_english(paragraph: str) -> bool:
+    words = re.findall(r"[a-z]+", paragraph.lower())
+    return len(words) >= 8 and sum(w in ENGLISH_WORDS for w in words) >= 0.1 * len(words)
+
+
 def _source_file(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def _files() -> dict[str, tuple[list[Path], Callable[[Path], str]]]:
-    import torch  # the wheel's include folder
+def _changelog(path: Path) -> str:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return fh.read()
 
-    headers = [p for p in (Path(torch.__file__).parent / "include").rglob("*.h") if "ATen/ops" not in p.as_posix()]
+
+def _files(languages: bool) -> dict[str, Source]:
+    """Each domain's source, in the order that seeds its shuffle (both sets are reproducible)."""
     perl = {p.resolve() for root in ("/usr/share/perl", "/usr/lib/x86_64-linux-gnu/perl", "/usr/share/perl5",
                                      "/usr/lib/x86_64-linux-gnu/perl-base") for p in Path(root).rglob("*.pm")}
     manuals = [p for s in ("man1", "man5", "man8") for p in Path("/usr/share/man", s).glob("*.gz")]
-    return {"changelog": (list(Path("/usr/share/doc").glob("*/changelog.Debian.gz")), _changelog),
-            "cpp": (headers, _source_file),
-            "manual": (manuals, _manual),
-            "perl": (list(perl), _source_file)}
+    if not languages:
+        import torch  # the wheel's include folder
+
+        headers = [p for p in (Path(torch.__file__).parent / "include").rglob("*.h")
+                   if "ATen/ops" not in p.as_posix()]
+        return {"changelog": (list(Path("/usr/share/doc").glob("*/changelog.Debian.gz")), _changelog, MAX_DOC_CHARS),
+                "cpp": (headers, _source_file, MAX_DOC_CHARS),
+                "manual": (manuals, _manual, MAX_DOC_CHARS),
+                "perl": (list(perl), _source_file, MAX_DOC_CHARS)}
+
+    def translated(lang: str) -> list[Path]:
+        return list(Path("/usr/share/man", lang).rglob("*.gz"))
+
+    return {"manual_en": (manuals, _manual, MAX_DOC_CHARS),
+            "manual_de": (translated("de"), _translated_manual, MAX_TRANSLATED_DOC_CHARS),
+            "manual_fr": (translated("fr"), _translated_manual, MAX_TRANSLATED_DOC_CHARS),
+            "perl": (list(perl), _source_file, MAX_DOC_CHARS)}
 
 
-def collect(paths: list[Path], read: Callable[[Path], str], max_chars: int, seed: int) -> list[str]:
-    """Distinct documents, cut to ``MAX_DOC_CHARS``, from files in a seeded random order, up to
+def collect(paths: list[Path], read: Callable[[Path], str], max_doc_chars: int, max_chars: int,
+            seed: int) -> list[str]:
+    """Distinct documents, cut to ``max_doc_chars``, from files in a seeded random order, up to
     ``max_chars``. Files that are not UTF-8 (a few are Latin-1) or fail to render are skipped."""
     paths = sorted(paths)
     random.Random(seed).shuffle(paths)
@@ -83,7 +120,7 @@ def collect(paths: list[Path], read: Callable[[Path], str], max_chars: int, seed
         if total >= max_chars:
             break
         try:
-            text = read(path).strip()[:MAX_DOC_CHARS]
+            text = read(path).strip()[:max_doc_chars]
         except (UnicodeDecodeError, subprocess.SubprocessError, OSError):
             continue
         digest = hashlib.sha1(text.encode()).hexdigest()
@@ -99,11 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--chars-per-domain", type=int, default=3_000_000)
+    ap.add_argument("--languages", action="store_true",
+                    help="English, German and French manual pages and Perl modules, in place of the default set")
     args = ap.parse_args(argv)
     for sub in ("pretraining", "corpora"):
         (args.out / sub).mkdir(parents=True, exist_ok=True)
-    for seed, (domain, (paths, read)) in enumerate(_files().items()):
-        docs = collect(paths, read, args.chars_per_domain, seed)
+    for seed, (domain, (paths, read, max_doc_chars)) in enumerate(_files(args.languages).items()):
+        docs = collect(paths, read, max_doc_chars, args.chars_per_domain, seed)
         if len(docs) < 40:  # e.g. no manual pages installed, or `man` missing
             raise SystemExit(f"{domain}: only {len(docs)} documents found on this machine; need at least 40")
         halves = {"pretraining": docs[0::2], "corpora": docs[1::2]}
