@@ -54,11 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     drafts = sub.add_parser(
         "drafts", help="distil one draft per domain (and a general one) from the target; write the catalogue",
-        description="Split the corpora by document (95/5), measure the target and choose a draft size this "
-                    "machine can afford (target verification >= 8x a draft step), train a small Llama-style "
-                    "'general' draft on all corpora with the target's tokenizer (corpus, then KL toward the target "
-                    "on the corpus, then on the target's own continuations), then one draft per domain from it "
-                    "(the two KL phases on its domain), write <out>/catalogue.yaml.")
+        description="Split the corpora by document (held-out 5%, validation 10% of the rest), measure the target "
+                    "and choose a draft size this machine can afford (target verification >= 8x a draft step), "
+                    "train a small Llama-style 'general' draft on all corpora with the target's tokenizer (corpus, "
+                    "then KL toward the target on the corpus, then on the target's own continuations), then one "
+                    "draft per domain from it (the two KL phases on its domain); each KL phase keeps the weights "
+                    "that do best on validation text. Writes <out>/catalogue.yaml.")
     drafts.add_argument("--target", type=Path, required=True,
                         help="Hugging Face causal LM folder: config.json, *.safetensors, its tokenizer "
                              "(no trust_remote_code models)")
@@ -89,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "large vocabulary)")
     drafts.add_argument("--continuation-tokens", type=_positive(int), default=96,
                         help="tokens the target continues each training prefix with (third phase)")
+    drafts.add_argument("--validation-checks", type=int, default=10, metavar="N",
+                        help="score each draft N times per KL phase (and before it) on the target's continuations "
+                             "of validation text (10%% of the training documents, never trained on) and keep the "
+                             "best weights (default 10); 0 keeps the last weights")
     drafts.add_argument("--draft-max-positions", type=_positive(int), default=2048,
                         help="the drafts' context (capped at the target's); beyond it the node decodes "
                              "target-only. The node's memory budget counts a draft's KV cache at this length")
@@ -96,9 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     predictor = sub.add_parser(
         "predictor", help="train the draft-need predictor for the catalogue in --out",
-        description="Record exact traces of multi-domain dialogues cut from the training split (validation: "
-                    "from held-out documents), fit the predictor, save <out>/predictor.safetensors and add it "
-                    "to the catalogue. Prints validation top-1 and regret.")
+        description="Record exact traces of multi-domain dialogues cut from documents the drafts did not "
+                    "train on (validation: from held-out documents), fit the predictor, save "
+                    "<out>/predictor.safetensors and add it to the catalogue. Prints validation top-1 and regret.")
     _common(predictor, 600.0, "seconds for recording dialogue traces (default 600); fitting comes on top")
     predictor.add_argument("--sessions", type=_positive(int), default=28, help="training dialogues")
     predictor.add_argument("--validation-sessions", type=_positive(int), default=4, help="validation dialogues")
@@ -132,13 +137,15 @@ def _drafts(args: argparse.Namespace) -> None:
     target = check_target_folder(args.target)
     sources = parse_corpus_arguments(args.corpus, args.corpora)
     corpora = [read_corpus(domain, path, args.text_field) for domain, path in sources.items()]
+    if args.validation_checks < 0:
+        raise BuildError(f"--validation-checks must be 0 (keep the last weights) or more, got {args.validation_checks}")
     if target.path == args.out.expanduser().resolve():
         raise BuildError(f"--out {args.out} is the target folder itself; choose an output folder beside it")
     settings = DraftSettings(time_budget_s=args.time_budget_s, k=args.k, seq_len=args.seq_len, batch=args.batch,
                              distill_batch=args.distill_batch, continuation_new_tokens=args.continuation_tokens,
                              max_positions=args.draft_max_positions, shape=shape, domain_shapes=per_domain,
                              specialists_from=args.specialists_from, general_units=args.general_share or 0.0,
-                             seed=args.seed)
+                             validation_checks=args.validation_checks, seed=args.seed)
     build = run_drafts(target, corpora, args.out.expanduser().resolve(), settings, force=args.force)
     print(f"[drafts] done: {len(build.drafts)} drafts in {args.out}; next: memspec_build predictor --out {args.out}",
           flush=True)

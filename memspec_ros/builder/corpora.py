@@ -11,7 +11,10 @@ Accepted forms, per domain (``--corpus DOMAIN=PATH``, or ``--corpora DIR`` whose
 
 The held-out split is by document (95/5, seeded by the domain's name), not by position: a
 document is entirely in training or entirely held out, so held-out acceptance is measured on
-text no draft, and no predictor, ever saw. Bad input is a :class:`BuildError` naming the file,
+text no draft, and no predictor, ever saw. A second slice of the training documents (10%,
+:func:`split_validation`) is kept from the drafts too: their distillation keeps the checkpoint
+that does best on it, and the predictor learns from dialogues cut from it, so neither rewards a
+draft for having memorised its training text. Bad input is a :class:`BuildError` naming the file,
 the line or byte and the fix, before anything is trained.
 """
 from __future__ import annotations
@@ -30,6 +33,8 @@ from memspec_ros.builder.errors import BuildError
 from memspec_ros.builder.layout import GENERAL
 
 HELDOUT_FRACTION = 0.05
+VALIDATION_FRACTION = 0.10
+"""Share of a domain's training documents kept from draft training (at least one document)."""
 MIN_DOCUMENTS = 3
 """Two held-out documents (the split keeps at least two) and one to train on."""
 _DOMAIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,57}$")
@@ -65,6 +70,24 @@ def split_documents(docs: list[str], seed: int) -> tuple[list[str], list[str]]:
     held = sorted(order[:n_held])
     train = sorted(order[n_held:])
     return [docs[i] for i in train], [docs[i] for i in held]
+
+
+def split_validation(train: list[str], seed: int) -> tuple[list[str], list[str]]:
+    """Split training documents into ``(fit, validation)``: drafts train on ``fit`` only.
+
+    Why: a small domain corpus lets a draft memorise its training text; judged on that text it
+    looks better than it is on new text, which is all it sees at run time. The validation
+    documents pick each distillation's best checkpoint and make the predictor's training
+    dialogues. With a single training document there is nothing to spare: validation is empty.
+    """
+    if len(train) < 2:
+        return list(train), []
+    order = list(range(len(train)))
+    random.Random(seed + 1).shuffle(order)
+    n_val = max(1, math.ceil(len(train) * VALIDATION_FRACTION))
+    val = sorted(order[:n_val])
+    fit = sorted(order[n_val:])
+    return [train[i] for i in fit], [train[i] for i in val]
 
 
 def domain_seed(domain: str) -> int:

@@ -23,6 +23,7 @@ from memspec_ros.builder.cpu_autocast import training_autocast
 from memspec_ros.builder.progress import advance_to, budget_bar
 from memspec_ros.builder.schedule import lr_at
 from memspec_ros.builder.training_loop import TrainSpec, make_optimizer
+from memspec_ros.builder.validation import BestWeights, Check
 
 
 class BatchSource(Protocol):
@@ -41,16 +42,27 @@ def kl_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch
 
 
 def distill(student: PreTrainedModel, teacher: PreTrainedModel, sampler: BatchSource,
-            spec: TrainSpec, out_dir: Path, name: str) -> dict[str, float]:
-    """Run KL distillation for ``spec.seconds``, save the student, return summary stats."""
+            spec: TrainSpec, out_dir: Path, name: str, *, check: Check | None = None,
+            checks: int = 10) -> dict[str, float]:
+    """Run KL distillation for ``spec.seconds``, save the student, return summary stats.
+
+    With ``check``, the student is scored before the first step, every ``1/checks`` of the
+    budget and at the end, and the best-scoring weights are the ones saved
+    (:mod:`memspec_ros.builder.validation` says why); without it, the last weights are.
+    """
     torch.manual_seed(spec.seed)
     teacher.eval()
     student.train()
     opt = make_optimizer(student, spec.peak_lr)
+    best = BestWeights(check) if check is not None else None
     bar = budget_bar(spec.seconds, name)
     t0 = time.time()
     step, ema = 0, None
+    next_check = 0.0
     while (elapsed := time.time() - t0) < spec.seconds:
+        if best is not None and elapsed >= next_check:
+            best.offer(student, elapsed)
+            next_check = elapsed + spec.seconds / max(1, checks)
         lr = lr_at(elapsed / spec.seconds, spec.peak_lr, warmup=0.05)
         for g in opt.param_groups:
             g["lr"] = lr
@@ -70,10 +82,18 @@ def distill(student: PreTrainedModel, teacher: PreTrainedModel, sampler: BatchSo
         if step % spec.log_every == 0:
             print(f"[{name}] step {step} t={elapsed:.0f}s kl={ema:.3f}", flush=True)
     bar.close()
+    validation: dict[str, float] = {}
+    if best is not None:
+        best.offer(student, time.time() - t0)
+        best.restore(student)
+        validation = best.summary()
+        print(f"[{name}] validation agreement {validation['validation_start']:.3f} at the start, "
+              f"{validation['validation_end']:.3f} at the end: keeping the best, "
+              f"{validation['validation_best']:.3f} at {validation['validation_best_at_s']:.0f} s", flush=True)
     student.eval()
     out_dir.mkdir(parents=True, exist_ok=True)
     student.save_pretrained(out_dir, safe_serialization=True)
-    stats = {"steps": step, "seconds": time.time() - t0, "kl_ema": ema or 0.0}
+    stats = {"steps": step, "seconds": time.time() - t0, "kl_ema": ema or 0.0, **validation}
     (out_dir / "train_stats.json").write_text(json.dumps(stats) + "\n")
     print(f"[{name}] done {stats}", flush=True)
     return stats

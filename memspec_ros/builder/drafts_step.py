@@ -12,6 +12,10 @@ teacher:
 3. KL distillation on the target's own greedy continuations of training prefixes: the draft
    is only ever asked to predict what the target writes.
 
+Drafts train on 90% of each domain's training documents; the other 10% (validation) is scored
+every tenth of each KL phase and the phase keeps its best weights (:mod:`.validation`: small
+corpora let a draft memorise its training text, and then more training makes it worse on new text).
+
 By default (``specialists_from="general"``) only the general draft runs all three phases; it is
 trained first, and every domain draft starts from it and runs phases 2 and 3 on its own domain.
 Why: drafts trained from scratch per domain came out no better than the general draft on
@@ -47,7 +51,15 @@ import torch
 from transformers import LlamaForCausalLM, PreTrainedModel
 
 from memspec_ros.builder.continuations import ContinuationPool
-from memspec_ros.builder.corpora import Corpus, domain_seed, read_jsonl, split_documents, write_jsonl
+from memspec_ros.builder.corpora import (
+    VALIDATION_FRACTION,
+    Corpus,
+    domain_seed,
+    read_jsonl,
+    split_documents,
+    split_validation,
+    write_jsonl,
+)
 from memspec_ros.builder.disk_space import require_free_space
 from memspec_ros.builder.distillation import distill
 from memspec_ros.builder.draft_architecture import Shape, llama_config, parse_shape
@@ -64,6 +76,7 @@ from memspec_ros.builder.target_folder import (
     tokenizer_files,
 )
 from memspec_ros.builder.training_loop import TrainSpec, train
+from memspec_ros.builder.validation import AgreementCheck, Check, continuation_rows
 from memspec_ros.builder.windows import WindowSampler, token_array
 
 PHASES: tuple[tuple[str, float], ...] = (("pretrain", 0.27), ("distill-corpus", 0.40),
@@ -101,6 +114,11 @@ class DraftSettings:
     continuation_rows: int = 16
     """Rows the target continues at once."""
     continuation_batches: int = 20
+    validation_rows: int = 32
+    """Validation prefixes per domain the target continues (:mod:`.validation`)."""
+    validation_checks: int = 10
+    """Times each distillation phase scores the draft on validation text and keeps the best
+    weights (plus once before its first step); 0 keeps the last weights instead."""
     max_positions: int = 2048
     """The drafts' context (capped at the target's): a longer dialogue is decoded target-only
     from there on, and the draft's KV cache, which the node's memory budget counts at full
@@ -183,10 +201,14 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     streams: dict[str, np.ndarray] = {}
     token_keys: dict[str, str] = {}
     eos = target.eos_token_id if isinstance(target.eos_token_id, int) else target.eos_token_id[0]
+    validation: dict[str, np.ndarray] = {}
     for corpus in corpora:
         token_keys[corpus.domain] = _tokens_step(ledger, layout, corpus.domain, split_keys[corpus.domain],
                                                  target, tok, eos, settings)
         streams[corpus.domain] = np.load(layout.tokens(corpus.domain))
+        rows = _validation_step(ledger, layout, teacher, corpus.domain, token_keys[corpus.domain], settings)
+        if rows is not None:
+            validation[corpus.domain] = rows
 
     per_domain, per_general = settings.draft_seconds(len(domains))
     from_general = settings.specialists_from == "general"
@@ -204,14 +226,14 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     index_of = {d: i for i, d in enumerate(all_drafts)}  # seeds as before the order changed
     general = _train_draft(ledger, layout, GENERAL, index_of[GENERAL], {d: 1.0 for d in domains}, streams,
                            dict(token_keys), teacher, target, shapes[GENERAL], settings, per_general, PHASES,
-                           start=None)
+                           start=None, check=_check(validation, domains, settings))
     if general.ran:
         trained.append(draft_name(GENERAL))
     start = (layout.checkpoint(GENERAL, PHASES[-1][0]), general.key) if from_general else None
     for domain in domains:
         result = _train_draft(ledger, layout, domain, index_of[domain], {domain: 1.0}, streams,
                               {domain: token_keys[domain]}, teacher, target, shapes[domain], settings, per_domain,
-                              specialist_phases, start=start)
+                              specialist_phases, start=start, check=_check(validation, [domain], settings))
         if result.ran:
             trained.append(draft_name(domain))
     drafts = {draft_name(d): layout.draft(d) for d in all_drafts}
@@ -305,16 +327,22 @@ def _require_space(layout: OutputLayout, target: TargetInfo, corpora: list[Corpu
 
 
 def _split_step(ledger: StepLedger, layout: OutputLayout, corpus: Corpus) -> str:
-    def work() -> dict[str, object]:
-        train_docs, held = split_documents(list(corpus.documents), seed=domain_seed(corpus.domain))
-        write_jsonl(layout.train_split(corpus.domain), train_docs)
-        write_jsonl(layout.heldout(corpus.domain), held)
-        print(f"[split] {corpus.domain}: {len(train_docs)} training / {len(held)} held-out documents "
-              f"({corpus.characters / 1e6:.2f} M characters)", flush=True)
-        return {"train_documents": len(train_docs), "heldout_documents": len(held)}
+    seed = domain_seed(corpus.domain)
 
-    return ledger.run(f"split-{corpus.domain}", {"digest": corpus.digest, "seed": domain_seed(corpus.domain)},
-                      work, outputs=[layout.train_split(corpus.domain), layout.heldout(corpus.domain)]).key
+    def work() -> dict[str, object]:
+        train_docs, held = split_documents(list(corpus.documents), seed=seed)
+        fit, val = split_validation(train_docs, seed=seed)
+        write_jsonl(layout.train_split(corpus.domain), fit)
+        write_jsonl(layout.validation_split(corpus.domain), val)
+        write_jsonl(layout.heldout(corpus.domain), held)
+        print(f"[split] {corpus.domain}: {len(fit)} training / {len(val)} validation / {len(held)} held-out "
+              f"documents ({corpus.characters / 1e6:.2f} M characters)", flush=True)
+        return {"train_documents": len(fit), "validation_documents": len(val), "heldout_documents": len(held)}
+
+    return ledger.run(f"split-{corpus.domain}",
+                      {"digest": corpus.digest, "seed": seed, "validation": VALIDATION_FRACTION}, work,
+                      outputs=[layout.train_split(corpus.domain), layout.validation_split(corpus.domain),
+                               layout.heldout(corpus.domain)]).key
 
 
 def _write_prompts(layout: OutputLayout, domains: Mapping[str, str]) -> dict[str, object]:
@@ -340,16 +368,19 @@ def _write_manifest(layout: OutputLayout, corpora: list[Corpus]) -> None:
 
 def _tokens_step(ledger: StepLedger, layout: OutputLayout, domain: str, split_key: str, target: TargetInfo,
                  tok: object, eos: int, settings: DraftSettings) -> str:
-    path = layout.tokens(domain)
+    path, val_path = layout.tokens(domain), layout.tokens(domain, "validation")
 
     def work() -> dict[str, object]:
         ids = token_array(read_jsonl(layout.train_split(domain)), tok, eos)
+        val_docs = read_jsonl(layout.validation_split(domain))
+        val_ids = token_array(val_docs, tok, eos) if val_docs else np.zeros(0, dtype=ids.dtype)
         path.parent.mkdir(parents=True, exist_ok=True)
         np.save(path, ids)
-        return {"tokens": len(ids)}
+        np.save(val_path, val_ids)
+        return {"tokens": len(ids), "validation_tokens": len(val_ids)}
 
     outcome = ledger.run(f"tokens-{domain}", {"split": split_key, "target": target.fingerprint}, work,
-                         outputs=[path])
+                         outputs=[path, val_path])
     window = max(settings.seq_len, settings.continuation_prefix)
     needed = 2 * (window + 1)
     if outcome.result["tokens"] < needed:
@@ -357,6 +388,37 @@ def _tokens_step(ledger: StepLedger, layout: OutputLayout, domain: str, split_ke
                          f"{needed} are needed for training windows of {window} tokens: add text (or lower "
                          "--seq-len)")
     return outcome.key
+
+
+def _validation_step(ledger: StepLedger, layout: OutputLayout, teacher: Callable[[], PreTrainedModel], domain: str,
+                     tokens_key: str, settings: DraftSettings) -> np.ndarray | None:
+    """The target's greedy continuations of the domain's validation prefixes, or None (no validation
+    text, or checkpoint selection turned off)."""
+    if settings.validation_checks == 0:
+        return None
+    path = layout.validation_rows(domain)
+    inputs = {"tokens": tokens_key, "rows": settings.validation_rows, "prefix": settings.continuation_prefix,
+              "new_tokens": settings.continuation_new_tokens, "seed": settings.seed}
+
+    def work() -> dict[str, object]:
+        rows = continuation_rows(teacher(), np.load(layout.tokens(domain, "validation")), settings.validation_rows,
+                                 settings.continuation_prefix, settings.continuation_new_tokens,
+                                 settings.seed + domain_seed(domain))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.save(path, rows if rows is not None else np.zeros((0, 0), dtype=np.int64))
+        if rows is None:
+            print(f"[validation] {domain}: too little validation text for one prefix: its drafts keep their "
+                  "last weights", flush=True)
+        return {"rows": 0 if rows is None else len(rows)}
+
+    outcome = ledger.run(f"validation-{domain}", inputs, work, outputs=[path])
+    return np.load(path) if outcome.result["rows"] else None
+
+
+def _check(validation: Mapping[str, np.ndarray], domains: list[str], settings: DraftSettings) -> Check | None:
+    """The validation score of a draft of ``domains``: on their rows together (None if none has any)."""
+    rows = [validation[d] for d in domains if d in validation]
+    return AgreementCheck(np.concatenate(rows), settings.continuation_prefix) if rows else None
 
 
 @dataclass(frozen=True)
@@ -370,9 +432,11 @@ class _DraftOutcome:
 def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: int, mix: dict[str, float],
                  streams: Mapping[str, np.ndarray], upstream: dict[str, str], teacher: Callable[[], PreTrainedModel],
                  target: TargetInfo, shape: Shape, settings: DraftSettings, seconds: float,
-                 phases: tuple[tuple[str, float], ...], *, start: tuple[Path, str] | None) -> _DraftOutcome:
+                 phases: tuple[tuple[str, float], ...], *, start: tuple[Path, str] | None,
+                 check: Check | None) -> _DraftOutcome:
     """Run ``phases`` and the export of one draft, from random weights (``start`` None; the first phase
-    must then be ``pretrain``) or from a checkpoint (``start``: its folder and its step key)."""
+    must then be ``pretrain``) or from a checkpoint (``start``: its folder and its step key). ``check``
+    scores the draft on validation text in the KL phases, which keep their best weights."""
     name = draft_name(domain)
     seed = settings.seed + 1000 * (index + 1)
     positions = min(settings.max_positions, target.max_positions)
@@ -399,7 +463,7 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
         spec = TrainSpec(budget, settings.distill_lr, settings.distill_batch, settings.seq_len, seed + 1,
                          log_every=10**9)
         return distill(student, teacher(), sampler(settings.seq_len, settings.distill_batch, 1), spec, out_dir,
-                       f"{name} distill on corpus")
+                       f"{name} distill on corpus", check=check, checks=settings.validation_checks)
 
     def distill_continuations(budget: float, source: Path | None, out_dir: Path) -> dict[str, object]:
         """KL distillation on the target's own continuations of training prefixes."""
@@ -413,7 +477,8 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
         spec = TrainSpec(max(0.1 * budget, budget - generation), settings.distill_lr, settings.distill_batch,
                          settings.continuation_prefix + settings.continuation_new_tokens - 1, seed + 4,
                          log_every=10**9)
-        stats = distill(student, teacher(), pool, spec, out_dir, f"{name} distill on target continuations")
+        stats = distill(student, teacher(), pool, spec, out_dir, f"{name} distill on target continuations",
+                        check=check, checks=settings.validation_checks)
         return {**stats, "pool_rows": len(pool.rows), "generation_seconds": round(generation, 1)}
 
     work = {"pretrain": pretrain, "distill-corpus": distill_corpus, "distill-continuations": distill_continuations}

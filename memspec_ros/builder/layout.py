@@ -9,7 +9,8 @@ One place for the paths so the three subcommands agree on them::
     <out>/heldout/<domain>.jsonl  held-out documents (5%, by document) no model was trained on
     <out>/heldout/prompts.jsonl   evaluation prompts cut from them ({"domain", "prompt"} rows)
     <out>/reports/                sizing, predictor and evaluation reports (JSON + markdown)
-    <out>/work/                   training split, token arrays, checkpoints, traces, step stamps
+    <out>/work/                   training and validation splits, token arrays, the target's validation
+                                  continuations, checkpoints, traces, step stamps
 
 The target sits *inside* the folder because a catalogue's paths must stay inside its folder
 (the node refuses paths that escape it); hard links cost no disk space and, unlike symlinks,
@@ -72,6 +73,14 @@ class OutputLayout:
 
     def train_split(self, domain: str) -> Path:
         return self.work / "corpora" / f"{domain}.train.jsonl"
+
+    def validation_split(self, domain: str) -> Path:
+        """Training documents the drafts do not train on (:func:`.corpora.split_validation`)."""
+        return self.work / "corpora" / f"{domain}.validation.jsonl"
+
+    def validation_rows(self, domain: str) -> Path:
+        """The target's greedy continuations of validation prefixes (:mod:`.validation`)."""
+        return self.work / "validation" / f"{domain}.npy"
 
     @property
     def split_manifest(self) -> Path:

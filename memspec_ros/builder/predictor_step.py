@@ -3,9 +3,12 @@
 The predictor forecasts, from the target's hidden states and the recent tokens, the acceptance
 each draft would get over the next segment (:mod:`memspec_ros.runtime.predictor`). It learns
 from exact traces (:func:`memspec_ros.runtime.traces.record_dialogue`): the target runs
-greedily over multi-domain dialogues whose turns are prompts cut from the *training* split of
-the user's corpora, and one teacher-forced pass per draft gives every draft's acceptance at
-every position. Validation dialogues are cut from the held-out documents, so the printed
+greedily over multi-domain dialogues, and one teacher-forced pass per draft gives every draft's
+acceptance at every position. Training dialogues are cut from documents the drafts did not train
+on (the drafts' validation split, :func:`memspec_ros.builder.corpora.split_validation`; the
+training split for a build made before there was one): a draft that memorised its training text
+looks better there than on the new text it meets at run time, and the predictor would learn to
+trust it. The predictor's own validation dialogues are cut from the held-out documents, so the printed
 validation top-1 and regret measure forecasting on text no model saw. Traces are saved as
 they are recorded, so an interrupted run resumes where it stopped; recording stops at the time
 budget (with at least two training dialogues and one validation dialogue).
@@ -91,7 +94,7 @@ def run_predictor(out: Path, settings: PredictorSettings, *, force: bool = False
     if len(built.domains) < 2:
         raise BuildError("the predictor forecasts which domain's draft a dialogue needs: it needs corpora of at "
                          f"least two domains, this build has {built.domains}")
-    splits = [layout.train_split(d) for d in built.domains] + [layout.heldout(d) for d in built.domains]
+    splits = list(_training_sources(layout, built.domains).values()) + [layout.heldout(d) for d in built.domains]
     models = zoo_fingerprint([catalogue.target, *(d.path for d in catalogue.drafts)])
     inputs = {"models": models, "drafts": catalogue.draft_names, "splits": _file_digest(splits),
               "settings": asdict(settings)}
@@ -113,6 +116,15 @@ def run_predictor(out: Path, settings: PredictorSettings, *, force: bool = False
           f"{val.get('regret', float('nan')):.3f} (best fixed draft's regret "
           f"{val.get('best_single_regret', float('nan')):.3f}) over {val.get('examples', 0)} positions", flush=True)
     return result
+
+
+def _training_sources(layout: OutputLayout, domains: list[str]) -> dict[str, Path]:
+    """Per domain, the documents training dialogues are cut from: its validation split where it has one."""
+    sources = {}
+    for domain in domains:
+        val = layout.validation_split(domain)
+        sources[domain] = val if val.exists() and val.stat().st_size > 0 else layout.train_split(domain)
+    return sources
 
 
 def _prompts(paths: dict[str, Path], settings: PredictorSettings, rng: random.Random) -> dict[str, list[str]]:
@@ -141,7 +153,10 @@ def _train(layout: OutputLayout, built: BuildInputs, settings: PredictorSettings
     engine, catalogue, drafts, target = loaded.engine, loaded.catalogue, loaded.drafts, loaded.engine.target
 
     rng = random.Random(settings.seed)
-    train_prompts = _prompts({d: layout.train_split(d) for d in built.domains}, settings, rng)
+    sources = _training_sources(layout, built.domains)
+    print("[predictor] training dialogues from " + ", ".join(f"{d}: {p.name}" for d, p in sources.items()),
+          flush=True)
+    train_prompts = _prompts(sources, settings, rng)
     val_prompts = _prompts({d: layout.heldout(d) for d in built.domains}, settings, rng)
     if len(train_prompts) < 2 or len(val_prompts) < 2:
         raise BuildError("too little text to cut dialogue prompts from at least two domains' documents; "
@@ -183,12 +198,14 @@ def _train(layout: OutputLayout, built: BuildInputs, settings: PredictorSettings
     predictor, metrics = train_predictor(
         train, catalogue.names, int(target.config.get_text_config().hidden_size), validation=val, k=settings.k,
         seed=settings.seed,
-        meta={"data": "prompts cut from the training split of each domain; validation from held-out documents",
+        meta={"data": "prompts cut from each domain's validation documents (which the drafts did not train on); "
+                      "validation from held-out documents",
               "seed": settings.seed, "sessions": len(train), "validation_sessions": len(val),
               "turns": settings.turns, "max_new_tokens": settings.max_new_tokens, "models": models})
     predictor.save(layout.predictor)
     report: dict[str, object] = {name: asdict(m) for name, m in metrics.items()}
     report.update({"training_dialogues": len(train), "validation_dialogues": len(val),
+                   "training_documents": {d: str(path.relative_to(layout.root)) for d, path in sources.items()},
                    "trace_seconds": round(trace_seconds, 1), "fit_seconds": round(time.monotonic() - t1, 2),
                    "file_bytes": layout.predictor.stat().st_size,
                    # names the predictor file these training prompts belong to (bench/split.py checks it)

@@ -14,11 +14,13 @@ import json
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from memspec_ros.builder.cli import main
+from memspec_ros.builder.corpora import read_corpus
 
 from .tiny_catalogue import DRAFTS_TINY, PREDICTOR_TINY, Built, build_tiny_catalogue, corpus_args
 
@@ -67,7 +69,13 @@ def test_layout_heldout_split_and_reports(built: Built) -> None:
     for domain in ("robot", "code", "math"):
         held = [json.loads(line)["text"] for line in (out / "heldout" / f"{domain}.jsonl").open()]
         train = [json.loads(line)["text"] for line in (out / "work" / "corpora" / f"{domain}.train.jsonl").open()]
-        assert len(held) == 2 and len(train) == 28 and not set(held) & set(train)  # by document, 95/5
+        val = [json.loads(line)["text"] for line in (out / "work" / "corpora" / f"{domain}.validation.jsonl").open()]
+        assert len(held) == 2 and len(val) == 3 and len(train) == 25  # by document: 95/5, then 90/10 of the 95
+        # each document in exactly one part (compared as multisets: the tiny corpora repeat some documents)
+        documents = read_corpus(domain, built.corpora[domain]).documents
+        assert Counter(held) + Counter(val) + Counter(train) == Counter(documents)
+        # the target's continuations of validation prefixes, which pick each KL phase's best weights
+        assert (out / "work" / "validation" / f"{domain}.npy").exists()
         tokenizer_json = (out / f"draft-{domain}" / "tokenizer.json").read_bytes()
         assert tokenizer_json == (built.target / "tokenizer.json").read_bytes()  # copied verbatim
     # the general draft is trained from scratch; the domain drafts start from it (no pretraining of their own)
@@ -76,6 +84,9 @@ def test_layout_heldout_split_and_reports(built: Built) -> None:
     assert not (checkpoints / "draft-robot" / "pretrain").exists()
     assert (checkpoints / "draft-robot" / "distill-corpus" / "model.safetensors").exists()
     assert "3 domain drafts x" in built.drafts_log and "from the general draft" in built.drafts_log
+    stats = json.loads((checkpoints / "draft-robot" / "distill-corpus" / "train_stats.json").read_text())
+    assert stats["validation_best"] >= max(stats["validation_start"], stats["validation_end"])
+    assert stats["validation_checks"] >= 2 and "keeping the best" in built.drafts_log
     prompts = [json.loads(line) for line in (out / "heldout" / "prompts.jsonl").open()]
     assert {p["domain"] for p in prompts} == {"robot", "code", "math"}
     heldout_text = {d: (out / "heldout" / f"{d}.jsonl").read_text() for d in ("robot", "code", "math")}
@@ -85,6 +96,9 @@ def test_layout_heldout_split_and_reports(built: Built) -> None:
     assert "[sizing] target verify of 5 tokens" in built.drafts_log and "chosen draft hidden" in built.drafts_log
     predictor = json.loads((out / "reports" / "predictor.json").read_text())
     assert predictor["validation"]["examples"] > 0 and 0.0 <= predictor["validation"]["top1"] <= 1.0
+    # its training dialogues come from documents no draft trained on
+    assert predictor["training_documents"] == {d: f"work/corpora/{d}.validation.jsonl"
+                                               for d in ("robot", "code", "math")}
     # the benchmark keeps these training prompts out of its workload, if the report is this predictor's
     assert predictor["train_prompt_sha1"]
     assert predictor["predictor_sha1"] == hashlib.sha1((out / "predictor.safetensors").read_bytes()).hexdigest()
