@@ -68,7 +68,7 @@ def read_build(layout: OutputLayout) -> BuildInputs:
         raise BuildError(f"{layout.root} has no finished draft build (catalogue.yaml and work/corpora): run "
                          f"`memspec_build drafts --out {layout.root} ...` first")
     try:
-        catalogue = load_catalogue_file(layout.catalogue)
+        catalogue = load_catalogue_file(layout.catalogue, predictor_must_exist=False)  # the step (re)writes it
     except CatalogueFileError as exc:
         raise BuildError(str(exc)) from None
     manifest = json.loads(layout.split_manifest.read_text())
@@ -106,7 +106,7 @@ def run_predictor(out: Path, settings: PredictorSettings, *, force: bool = False
                        "the predictor's traces")
 
     def work() -> dict[str, object]:
-        return _train(layout, built, settings, models)
+        return _train(layout, built, settings, models, inputs["splits"])
 
     outcome = ledger.run("predictor", inputs, work, outputs=[layout.predictor])
     _add_to_catalogue(layout)
@@ -139,7 +139,8 @@ def _prompts(paths: dict[str, Path], settings: PredictorSettings, rng: random.Ra
     return out
 
 
-def _train(layout: OutputLayout, built: BuildInputs, settings: PredictorSettings, models: str) -> dict[str, object]:
+def _train(layout: OutputLayout, built: BuildInputs, settings: PredictorSettings, models: str,
+           splits: str) -> dict[str, object]:
     import torch
 
     from memspec_ros.runtime.predictor_training import train_predictor
@@ -157,7 +158,8 @@ def _train(layout: OutputLayout, built: BuildInputs, settings: PredictorSettings
     print("[predictor] training dialogues from " + ", ".join(f"{d}: {p.name}" for d, p in sources.items()),
           flush=True)
     train_prompts = _prompts(sources, settings, rng)
-    val_prompts = _prompts({d: layout.heldout(d) for d in built.domains}, settings, rng)
+    # its own generator: the validation dialogues stay the same whichever documents the training ones come from
+    val_prompts = _prompts({d: layout.heldout(d) for d in built.domains}, settings, random.Random(settings.seed + 1))
     if len(train_prompts) < 2 or len(val_prompts) < 2:
         raise BuildError("too little text to cut dialogue prompts from at least two domains' documents; "
                          "add documents to the corpora")
@@ -167,9 +169,10 @@ def _train(layout: OutputLayout, built: BuildInputs, settings: PredictorSettings
                                           max_new_tokens=settings.max_new_tokens, seed=settings.seed + 1)
 
     layout.traces.mkdir(parents=True, exist_ok=True)
-    # traces depend on the models and the workload, not on the budget: a rerun with more time reuses them
+    # traces depend on the models, the documents and the workload, not on the budget: a rerun with more
+    # time reuses them
     workload = {k: v for k, v in asdict(settings).items() if k != "time_budget_s"}
-    tag = hashlib.sha256(json.dumps([models, workload], sort_keys=True).encode()).hexdigest()[:12]
+    tag = hashlib.sha256(json.dumps([models, splits, workload], sort_keys=True).encode()).hexdigest()[:12]
     t0 = time.monotonic()
 
     def record(sessions: list, kind: str, minimum: int) -> list[DialogueTrace]:

@@ -89,12 +89,13 @@ def catalogue_path(path: Path | str) -> Path:
     return p / CATALOGUE_FILENAME if p.is_dir() else p
 
 
-def load_catalogue_file(path: Path | str) -> CatalogueFile:
+def load_catalogue_file(path: Path | str, *, predictor_must_exist: bool = True) -> CatalogueFile:
     """Read and check a catalogue file (or a folder holding ``catalogue.yaml``).
 
     Raises :class:`CatalogueFileError` with the file, the entry and what to do on any problem:
     unreadable YAML, unknown or missing keys, bad or duplicate names, empty domains, paths
-    that escape the file's folder or do not exist.
+    that escape the file's folder or do not exist. ``predictor_must_exist=False`` accepts a
+    predictor file that is not there yet: ``memspec_build predictor`` is about to write it.
     """
     import yaml
 
@@ -118,7 +119,7 @@ def load_catalogue_file(path: Path | str) -> CatalogueFile:
     predictor = None
     if data.get("predictor") not in (None, ""):
         predictor = _inside(root, data["predictor"], "predictor", source)
-        if not predictor.is_file():
+        if predictor_must_exist and not predictor.is_file():
             raise CatalogueFileError(
                 f"catalogue file {source}: predictor {predictor} does not exist; train one with "
                 "`memspec_build predictor`, or remove the key (then only policies without a predictor work)"

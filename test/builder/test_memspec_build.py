@@ -126,6 +126,16 @@ def test_a_second_run_skips_every_finished_step(built: Built, capsys) -> None:
     assert "[predictor] finished before with the same inputs: skipped" in capsys.readouterr().out
 
 
+def test_a_deleted_predictor_is_trained_again(built: Built, tmp_path: Path, capsys) -> None:
+    """The catalogue still names the predictor file; ``predictor`` must rebuild it, not refuse."""
+    copy = tmp_path / "copy"
+    shutil.copytree(built.out, copy)
+    (copy / "predictor.safetensors").unlink()
+    assert main(["predictor", "--out", str(copy), *PREDICTOR_TINY]) == 0, capsys.readouterr().err
+    assert "validation (held-out dialogues)" in capsys.readouterr().out
+    assert (copy / "predictor.safetensors").is_file()
+
+
 def _drafts_error(tmp_path: Path, target: Path, corpora_args: list[str], capsys) -> str:
     code = main(["drafts", "--target", str(target), *corpora_args, "--out", str(tmp_path / "out"), *DRAFTS_TINY])
     err = capsys.readouterr().err
