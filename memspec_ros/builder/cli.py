@@ -58,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "and choose a draft size this machine can afford (target verification >= 8x a draft step), "
                     "train a small Llama-style 'general' draft on all corpora with the target's tokenizer (corpus, "
                     "then KL toward the target on the corpus, then on the target's own continuations), then one "
-                    "draft per domain from it (the two KL phases on its domain); each KL phase keeps the weights "
-                    "that do best on validation text. Writes <out>/catalogue.yaml.")
+                    "draft per domain from it (the two KL phases on its domain); with --validation-checks, each KL "
+                    "phase keeps the weights that do best on validation text. Writes <out>/catalogue.yaml.")
     drafts.add_argument("--target", type=Path, required=True,
                         help="Hugging Face causal LM folder: config.json, *.safetensors, its tokenizer "
                              "(no trust_remote_code models)")
@@ -90,10 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "large vocabulary)")
     drafts.add_argument("--continuation-tokens", type=_positive(int), default=96,
                         help="tokens the target continues each training prefix with (third phase)")
-    drafts.add_argument("--validation-checks", type=int, default=10, metavar="N",
+    drafts.add_argument("--validation-checks", type=int, default=0, metavar="N",
                         help="score each draft N times per KL phase (and before it) on the target's continuations "
                              "of validation text (10%% of the training documents, never trained on) and keep the "
-                             "best weights (default 10); 0 keeps the last weights")
+                             "best weights; 0 (default) keeps the last weights. Meant for small corpora (under ~1 M "
+                             "characters), where drafts memorise; docs/build.md has what it measured")
     drafts.add_argument("--draft-max-positions", type=_positive(int), default=2048,
                         help="the drafts' context (capped at the target's); beyond it the node decodes "
                              "target-only. The node's memory budget counts a draft's KV cache at this length")

@@ -12,8 +12,9 @@ teacher:
 3. KL distillation on the target's own greedy continuations of training prefixes: the draft
    is only ever asked to predict what the target writes.
 
-Drafts train on 90% of each domain's training documents; the other 10% (validation) is scored
-every tenth of each KL phase and the phase keeps its best weights (:mod:`.validation`: small
+Drafts train on 90% of each domain's training documents; the other 10% (validation) trains the
+predictor and, with ``validation_checks``, is scored every so often in each KL phase, which then
+keeps its best weights (:mod:`.validation`: small
 corpora let a draft memorise its training text, and then more training makes it worse on new text).
 
 By default (``specialists_from="general"``) only the general draft runs all three phases; it is
@@ -116,9 +117,10 @@ class DraftSettings:
     continuation_batches: int = 20
     validation_rows: int = 32
     """Validation prefixes per domain the target continues (:mod:`.validation`)."""
-    validation_checks: int = 10
+    validation_checks: int = 0
     """Times each distillation phase scores the draft on validation text and keeps the best
-    weights (plus once before its first step); 0 keeps the last weights instead."""
+    weights (plus once before its first step); 0 keeps the last weights. Off by default until a
+    clean comparison shows it helps (docs/build.md)."""
     max_positions: int = 2048
     """The drafts' context (capped at the target's): a longer dialogue is decoded target-only
     from there on, and the draft's KV cache, which the node's memory budget counts at full

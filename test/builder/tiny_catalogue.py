@@ -19,7 +19,7 @@ from .user_inputs import write_corpora, write_target
 
 TINY = ["--threads", "1"]
 DRAFTS_TINY = [*TINY, "--time-budget-s", "4", "--seq-len", "32", "--batch", "4", "--distill-batch", "4",
-               "--continuation-tokens", "12"]
+               "--continuation-tokens", "12", "--validation-checks", "3"]
 PREDICTOR_TINY = [*TINY, "--sessions", "3", "--validation-sessions", "1", "--turns", "2", "--max-new-tokens", "10",
                   "--time-budget-s", "60"]
 EVALUATE_TINY = [*TINY, "--prompts-per-domain", "2", "--max-new-tokens", "12"]
