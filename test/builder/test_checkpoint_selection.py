@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
 from memspec_ros.builder.continuations import ContinuationPool
 from memspec_ros.builder.corpora import split_validation
@@ -23,15 +23,12 @@ from memspec_ros.builder.training_loop import TrainSpec
 from memspec_ros.builder.validation import AgreementCheck, continuation_rows
 from memspec_ros.builder.windows import WindowSampler
 
+from .tiny_llama import tiny_llama
+
 PREFIX, NEW = 6, 9
 
 
-def _tiny_model(seed: int, hidden: int = 32) -> LlamaForCausalLM:
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=hidden, intermediate_size=2 * hidden,
-                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
-                      max_position_embeddings=128, eos_token_id=2, bos_token_id=1, pad_token_id=0)
-    return LlamaForCausalLM(cfg).eval()
+_tiny_model = tiny_llama
 
 
 def _stream(seed: int = 5, n: int = 2000) -> np.ndarray:
