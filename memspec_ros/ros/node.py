@@ -306,7 +306,8 @@ class MemSpecNode(LifecycleNode):
             self.create_timer(config["residency_period_s"], g(self._publish_residency, "residency publish"),
                               self._publish_group),
             self.create_timer(config["stats_period_s"], g(self._publish_stats, "stats publish"), self._publish_group),
-            self.create_timer(1.0, g(self._publish_diagnostics, "diagnostics publish"), self._publish_group),
+            self.create_timer(config["diagnostics_period_s"], g(self._publish_diagnostics, "diagnostics publish"),
+                              self._publish_group),
         ]
         self._action_server = ActionServer(
             self,

@@ -118,7 +118,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("deactivate_timeout_s", 10.0, "How long deactivate, cleanup and shutdown wait for a running generation to stop; past it the goal is aborted and cleanup refuses to free models still in use.", float_range=(0.1, 3600.0)),
     ParamSpec("feedback_every_rounds", 1, "Send feedback at least every this many speculative rounds.", int_range=(1, 64)),
     ParamSpec("residency_period_s", 1.0, "Period of the draft_residency re-publication (it is also published on every change).", float_range=(0.05, 3600.0)),
-    ParamSpec("stats_period_s", 0.5, "Period of acceptance_stats while generating (/diagnostics is published at 1 Hz).", float_range=(0.05, 3600.0)),
+    ParamSpec("stats_period_s", 0.5, "Period of acceptance_stats while generating.", float_range=(0.05, 3600.0)),
+    ParamSpec("diagnostics_period_s", 1.0, "Period of the /diagnostics status (1 Hz is the diagnostic_aggregator convention).", float_range=(0.05, 3600.0)),
 )
 PARAMS_BY_NAME = {p.name: p for p in PARAMS}
 
