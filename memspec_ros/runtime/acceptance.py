@@ -44,6 +44,8 @@ class RoundRecord:
     seconds: float
     draft_s: float = 0.0
     verify_s: float = 0.0
+    loading: bool = False
+    """A draft load was in flight while the round ran (the loader shares the CPU with decoding)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,21 @@ class AcceptanceSummary:
     """Moving average of a verification's seconds (speculative rounds)."""
     target_step_s: float | None
     """Moving average of a target-only round's engine seconds."""
+    quiet_verify_s: float | None = None
+    """Moving average of a verification's seconds while no load was in flight."""
+    loading_verify_s: float | None = None
+    """The same while a load was in flight."""
+
+    @property
+    def loading_slowdown(self) -> float | None:
+        """How much slower decoding runs while a draft loads (1.0 = not at all; None: not measured yet).
+
+        Reading and materialising a draft takes CPU and memory bandwidth from the decoding
+        thread; on a small machine that is most of what a background load costs.
+        """
+        if not self.quiet_verify_s or self.loading_verify_s is None:
+            return None
+        return max(1.0, self.loading_verify_s / self.quiet_verify_s)
 
     def expected_tokens_per_s(self, name: str | None, rate: float, k: int) -> float | None:
         """Engine tokens/s of a round with ``name`` at acceptance ``rate`` (None: target-only).
@@ -97,6 +114,7 @@ class AcceptanceTracker:
         self._per: dict[str, DraftAcceptance] = {n: self._draft_summary(n) for n in self._names}
         self._step: dict[str, float] = {}
         self._verify: float | None = None
+        self._verify_by_loading: dict[bool, float] = {}
         self._target: float | None = None
         self._n = 0
 
@@ -114,6 +132,8 @@ class AcceptanceTracker:
                 self._step[d] = _ema(self._step.get(d), rec.draft_s / rec.proposed, self.alpha)
             if rec.verify_s > 0:
                 self._verify = _ema(self._verify, rec.verify_s, self.alpha)
+                self._verify_by_loading[rec.loading] = _ema(self._verify_by_loading.get(rec.loading),
+                                                            rec.verify_s, self.alpha)
             rate = rec.accepted / rec.proposed
             prev = self._ema[d]
             self._ema[d] = rate if prev is None else (1 - self.alpha) * prev + self.alpha * rate
@@ -131,7 +151,9 @@ class AcceptanceTracker:
         """A frozen copy for policies and statistics messages."""
         with self._lock:
             return AcceptanceSummary(per_draft=dict(self._per), window=tuple(self._window), rounds=self._n,
-                                     step_s=dict(self._step), verify_s=self._verify, target_step_s=self._target)
+                                     step_s=dict(self._step), verify_s=self._verify, target_step_s=self._target,
+                                     quiet_verify_s=self._verify_by_loading.get(False),
+                                     loading_verify_s=self._verify_by_loading.get(True))
 
 
 def _ema(prev: float | None, value: float, alpha: float) -> float:

@@ -404,7 +404,8 @@ class DraftRuntime:
                           remaining=remaining, k=self.config.k, residency=self.pool.snapshot(),
                           pending_loads=tuple(self.loader.pending()), acceptance=self.tracker.summary(),
                           context=self.context.features(), hint=hint, unusable=unusable,
-                          catalogue=self.catalogue, budget=self.budget)
+                          catalogue=self.catalogue, budget=self.budget,
+                          mean_load_s=self.loader.totals().mean_load_s)
 
     def new_conversation(self) -> Conversation:
         """A dialogue to continue across calls (pass it to :meth:`generate`)."""
@@ -594,7 +595,8 @@ class DraftRuntime:
             self.tracker.record(RoundRecord(round_index=view.round_index, draft=used, proposed=out.proposed,
                                             accepted=out.accepted, emitted=out.emitted,
                                             seconds=r_end - r_start, draft_s=out.draft_s,
-                                            verify_s=out.verify_s))
+                                            verify_s=out.verify_s,
+                                            loading=bool(view.residency.names_in(DraftState.LOADING))))
             with self._lock:
                 self._round += 1
                 self._turn_pos += out.emitted
@@ -629,6 +631,8 @@ class DraftRuntime:
                 elif self.on_check_due is not None:
                     self.on_check_due()
         self.pool.set_active(None)  # nothing proposes between turns
+        with self._lock:
+            self._remaining = 0  # no turn runs: a load now slows no decoding
         report.output_ids, report.text, report.finish_reason = turn.finish(stopped)
         if chat_messages is not None:  # the answer becomes part of the history the next turn renders
             conv.messages = [*chat_messages, ChatMessage("assistant", report.text)]

@@ -43,6 +43,7 @@ class Stage:
         self.unusable: frozenset[str] = frozenset()
         self.remaining = 64
         self.turn_position = 0
+        self.mean_load_s: float | None = None
 
     @property
     def names(self) -> list[str]:
@@ -55,11 +56,11 @@ class Stage:
             self.pool.complete_load(n, object())
 
     def run(self, draft: str | None, proposed: int = 4, accepted: int = 0, *, draft_s: float = 0.01,
-            verify_s: float = 0.02) -> None:
+            verify_s: float = 0.02, loading: bool = False) -> None:
         """Record one finished round (what the runtime's tracker sees)."""
         self.tracker.record(RoundRecord(round_index=self.round_index, draft=draft, proposed=proposed,
                                         accepted=accepted, emitted=accepted + 1, seconds=draft_s + verify_s,
-                                        draft_s=draft_s if draft else 0.0, verify_s=verify_s))
+                                        draft_s=draft_s if draft else 0.0, verify_s=verify_s, loading=loading))
         self.round_index += 1
 
     def view(self, *, k: int = 4) -> PolicyView:
@@ -68,7 +69,8 @@ class Stage:
                           turn_position=self.turn_position, remaining=self.remaining, k=k,
                           residency=self.pool.snapshot(), pending_loads=tuple(self.loader.pending()),
                           acceptance=self.tracker.summary(), context=self.context.features(), hint=self.hint,
-                          unusable=self.unusable, catalogue=self.catalogue, budget=self.budget)
+                          unusable=self.unusable, catalogue=self.catalogue, budget=self.budget,
+                          mean_load_s=self.mean_load_s)
 
 
 def constant_predictor(forecast: dict[str, float], names: Sequence[str]) -> DraftPredictor:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from memspec_ros.runtime.load_value import net_of_load
 from memspec_ros.runtime.policies import make_policy, policy_class
 from memspec_ros.runtime.policies.base import Decision, Policy, RoundFeedback
 from memspec_ros.runtime.traces import DialogueTrace, TurnTrace
@@ -220,6 +221,50 @@ def test_memspec_keeps_the_running_draft_when_the_forecast_gap_is_small() -> Non
     stage.pool.set_active(GENERAL)
     plan = policy.plan(stage.view())
     assert plan.want == (LEGAL,) and plan.evictable == (), "0.1 better is not worth the load's draftless rounds"
+
+
+def _measured_loads(stage: Stage, *, load_s: float, slowdown: float) -> None:
+    """Rounds with the general draft, quiet and during a load: what the runtime measures."""
+    stage.mean_load_s = load_s
+    for _ in range(4):
+        stage.run(GENERAL, accepted=2, draft_s=0.004, verify_s=0.02)
+        stage.run(GENERAL, accepted=2, draft_s=0.004, verify_s=0.02 * slowdown, loading=True)
+
+
+def test_memspec_loads_only_what_repays_the_measured_load_cost() -> None:
+    """A load slows decoding while it runs; a forecast lead too small to repay that over the
+    turn's remaining tokens does not start one, a specialist's large lead does."""
+    stage, predictor = _forecast_stage({GENERAL: 0.6, CODE: 0.66, LEGAL: 0.1})
+    stage.load(GENERAL)
+    policy = _bound(stage, "memspec", predictor=predictor)
+    _measured_loads(stage, load_s=0.05, slowdown=1.8)
+    assert stage.view().load_cost_s == pytest.approx(0.05 * 0.8)
+    assert stage.tracker.summary().loading_slowdown == pytest.approx(1.8, rel=0.05)
+    assert CODE not in policy.plan(stage.view()).want, "0.06 better does not repay 40 ms over 64 tokens"
+    stage.remaining = 4000
+    assert CODE in policy.plan(stage.view()).want, "over a long answer it does"
+    stage.remaining = 0
+    assert CODE in policy.plan(stage.view()).want, "between turns a load slows no decoding"
+    stage.remaining = 64
+    free = _bound(stage, "memspec", predictor=predictor)
+    free.load_aware = False
+    assert CODE in free.plan(stage.view()).want
+
+    stage, predictor = _forecast_stage({GENERAL: 0.3, CODE: 0.8, LEGAL: 0.1})
+    stage.load(GENERAL)
+    policy = _bound(stage, "memspec", predictor=predictor)
+    _measured_loads(stage, load_s=0.05, slowdown=1.8)
+    assert policy.plan(stage.view()).want[0] == CODE, "a specialist's lead repays its load"
+
+
+def test_net_of_load_matches_the_time_it_models() -> None:
+    k, round_s, cost, horizon = 4, 0.01, 0.03, 100
+    net = net_of_load(0.7, k, round_s, cost, horizon)
+    with_load = horizon / (0.7 * k + 1) * round_s + cost
+    assert horizon / (net * k + 1) * round_s == pytest.approx(with_load)
+    assert net_of_load(0.7, k, round_s, 0.0, horizon) == 0.7
+    assert net_of_load(0.7, k, round_s, 10.0, horizon) == 0.0
+    assert net_of_load(0.7, k, round_s, cost, 0) == 0.0
 
 
 def test_manage_only_does_not_preempt_for_untried_drafts() -> None:

@@ -42,7 +42,7 @@ class PolicyView:
     turn_position: int
     """Tokens generated so far in the current turn (where the next round starts)."""
     remaining: int
-    """Tokens the current turn may still emit."""
+    """Tokens the current turn may still emit (0 between turns)."""
     k: int
     residency: ResidencySnapshot
     pending_loads: tuple[str, ...]
@@ -53,6 +53,17 @@ class PolicyView:
     """Drafts whose loads failed: policies must not count on them."""
     catalogue: Catalogue
     budget: Budget
+    mean_load_s: float | None = None
+    """Mean storage-to-resident time of the loads so far (None before the first)."""
+
+    @property
+    def load_cost_s(self) -> float | None:
+        """Decoding time one background load costs, as measured: its duration times how much
+        slower rounds ran while loads were in flight (None until both were measured)."""
+        slowdown = self.acceptance.loading_slowdown
+        if self.mean_load_s is None or slowdown is None:
+            return None
+        return self.mean_load_s * (slowdown - 1.0)
 
     @property
     def resident(self) -> list[str]:

@@ -24,8 +24,10 @@ instead of the predictor.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 
+from ..load_value import net_of_load
 from ..predictor import DraftPredictor
 from ..speculation_length import best_length, per_token_acceptance, rate_at_k
 from .base import (
@@ -41,17 +43,25 @@ from .base import (
 )
 
 
-def working_set(view: PolicyView, utility: Mapping[str, float], *, keep_bonus: float, min_utility: float
-                ) -> list[str]:
+def working_set(view: PolicyView, utility: Mapping[str, float], *, keep_bonus: float, min_utility: float,
+                if_loaded: Mapping[str, float] | None = None) -> list[str]:
     """The drafts to hold: highest utility first, within budget.
 
     Drafts already in memory (or loading) get ``keep_bonus`` so that near-ties do not churn
-    the working set (every load costs storage time and evicts something). Drafts below
-    ``min_utility`` are not worth loading.
+    the working set. Drafts below ``min_utility`` are not worth loading. With ``if_loaded``
+    (each draft's utility net of a load's measured cost, :mod:`..load_value`), a draft that
+    would need a load counts at that, and is loaded only if it then still beats every draft
+    present: otherwise the load would cost more decoding time than the draft wins back, even
+    into a free slot.
     """
     present = set(view.resident) | set(view.pending_loads)
-    score = {n: utility.get(n, 0.0) + (keep_bonus if n in present else 0.0) for n in view.usable()}
-    ranked = [n for n in sorted(score, key=lambda n: -score[n]) if n in present or utility.get(n, 0.0) >= min_utility]
+    bar = min_utility
+    if if_loaded is None:
+        if_loaded = utility
+    else:
+        bar = max([bar, *(utility.get(n, 0.0) for n in present if n in view.catalogue)])
+    score = {n: utility.get(n, 0.0) + keep_bonus if n in present else if_loaded.get(n, 0.0) for n in view.usable()}
+    ranked = [n for n in sorted(score, key=lambda n: -score[n]) if n in present or score[n] >= bar]
     return fill_budget(ranked, view.catalogue, view.budget)
 
 
@@ -61,8 +71,9 @@ class _ManagedPolicy(Policy):
     def __init__(self, *, keep_bonus: float = 0.05, switch_margin: float = 0.03, prior_tokens: float = 8.0,
                  evidence_rounds: int = 8, min_utility: float = 0.02, cost_aware: bool = True,
                  target_margin: float = 0.1, probe_every: int = 16, dynamic_k: bool = True,
-                 preempt_margin: float | None = 0.2) -> None:
+                 preempt_margin: float | None = 0.2, load_aware: bool = True) -> None:
         super().__init__()
+        self.load_aware = load_aware
         self.preempt_margin = preempt_margin
         self.cost_aware = cost_aware
         self.dynamic_k = dynamic_k
@@ -127,7 +138,8 @@ class _ManagedPolicy(Policy):
     def _plan(self, view: PolicyView) -> SchedulePlan:
         self.utility = self._utility(view)
         self._last_plan_round = view.round_index
-        want = working_set(view, self.utility, keep_bonus=self.keep_bonus, min_utility=self.min_utility)
+        want = working_set(view, self.utility, keep_bonus=self.keep_bonus, min_utility=self.min_utility,
+                           if_loaded=self._net_of_loads(view))
         active = view.active
         # Keep the draft that is running unless a draft we want is already resident to take over
         # (evicting it first would leave the decoder with nothing better while loads are in
@@ -141,6 +153,21 @@ class _ManagedPolicy(Policy):
         cancel = tuple(n for n in view.pending_loads if n not in want)
         return SchedulePlan(want=tuple(want), evictable=tuple(evictable), cancel=cancel,
                             predictions=dict(self.utility))
+
+    def _net_of_loads(self, view: PolicyView) -> Mapping[str, float] | None:
+        """Each draft's utility if it had to be loaded now: its forecast net of the measured
+        load cost, spread over the tokens this turn may still emit (:mod:`..load_value`).
+
+        None (loads are not charged) until a load's cost has been measured, between turns (a
+        load then slows no decoding) and with ``load_aware`` off.
+        """
+        acc, cost = view.acceptance, view.load_cost_s
+        verify = acc.quiet_verify_s or acc.verify_s
+        if not self.load_aware or cost is None or view.remaining <= 0 or not acc.step_s or verify is None:
+            return None
+        mean_step = statistics.fmean(acc.step_s.values())
+        return {n: net_of_load(u, view.k, view.k * acc.step_s.get(n, mean_step) + verify, cost, view.remaining)
+                for n, u in self.utility.items()}
 
     def _preempts(self, view: PolicyView, want: list[str]) -> bool:
         """Whether the running draft should make room although nothing better is resident yet.
