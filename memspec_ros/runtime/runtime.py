@@ -592,11 +592,11 @@ class DraftRuntime:
             report.counterfactual_s += out.counterfactual_s
             used = out.draft
             r_end = self._clock()
+            load_in_flight = bool(view.residency.names_in(DraftState.LOADING))
             self.tracker.record(RoundRecord(round_index=view.round_index, draft=used, proposed=out.proposed,
                                             accepted=out.accepted, emitted=out.emitted,
                                             seconds=r_end - r_start, draft_s=out.draft_s,
-                                            verify_s=out.verify_s,
-                                            loading=bool(view.residency.names_in(DraftState.LOADING))))
+                                            verify_s=out.verify_s, loading=load_in_flight))
             with self._lock:
                 self._round += 1
                 self._turn_pos += out.emitted
@@ -617,7 +617,7 @@ class DraftRuntime:
                 verify_s=out.verify_s, extra_s=out.counterfactual_s, catchup_tokens=out.catchup_tokens,
                 resident=tuple(snap.resident), loading=tuple(snap.names_in(DraftState.LOADING)),
                 context_tokens=out.context_tokens,
-                load_in_flight=bool(view.residency.names_in(DraftState.LOADING))))
+                load_in_flight=load_in_flight))
             if on_round is not None:
                 on_round(out.stats, turn.state)
             if stream is not None:

@@ -43,8 +43,10 @@ def test_greedy_output_equals_target_only(world, reference_outputs, policy) -> N
         assert stats.tokens == sum(len(o) for o in reference_outputs)
         assert rt.pool.peak_bytes <= rt.pool.budget_bytes or policy == "oracle"
         # drafts were accepted somewhere; ucb-resident only drafts with what the loader has finished, and
-        # under a busy parallel run no load may finish within this short dialogue (seen once: 60 < 60)
-        if policy not in ("static", "ucb-resident"):
+        # under a busy parallel run no load may finish within this short dialogue (seen once: 60 < 60);
+        # memspec-manage-only's untried drafts count at a prior that, under a busy parallel run, does not
+        # repay the measured load cost within these short turns, so it may never load one (load_value.py)
+        if policy not in ("static", "ucb-resident", "memspec-manage-only"):
             assert stats.rounds < stats.tokens
 
 

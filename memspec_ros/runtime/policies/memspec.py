@@ -59,7 +59,7 @@ def working_set(view: PolicyView, utility: Mapping[str, float], *, keep_bonus: f
     if if_loaded is None:
         if_loaded = utility
     else:
-        bar = max([bar, *(utility.get(n, 0.0) for n in present if n in view.catalogue)])
+        bar = max([bar, *(utility.get(n, 0.0) for n in present)])
     score = {n: utility.get(n, 0.0) + keep_bonus if n in present else if_loaded.get(n, 0.0) for n in view.usable()}
     ranked = [n for n in sorted(score, key=lambda n: -score[n]) if n in present or score[n] >= bar]
     return fill_budget(ranked, view.catalogue, view.budget)
