@@ -16,6 +16,11 @@ Verdicts, per draft, from the acceptance on its own domain and the measured step
   draft does, so it is not worth a slot in memory;
 * ``useful`` otherwise.
 
+Below the table, the report says what to do about the drafts that need it (:func:`advice`):
+one that is slower or no better is better left out or rebuilt; a specialist within
+:data:`CLOSE_TO_GENERAL` of the general draft on its own domain makes which specialist is
+resident matter little, and the small-fallback recipe is worth a comparison build.
+
 The speed-up estimate is the round arithmetic of the traces: a round of ``p`` proposals costs
 ``p`` draft steps and one (k+1)-token verification and emits ``accepted + 1`` tokens, against
 one target step per token without speculation (draft catch-up after switches is not counted).
@@ -45,6 +50,9 @@ GENERAL_MARGIN = 0.0
 USEFUL = "useful"
 NO_BETTER = "no better than the general draft"
 SLOWER = "slower than target-only"
+CLOSE_TO_GENERAL = 0.10
+"""A useful specialist leading the general draft by less than this on its domain gets advice."""
+RECIPE_DOC = "docs/own_models.md, 'Which recipe'"
 
 
 @torch.inference_mode()
@@ -212,6 +220,36 @@ def _evaluate(layout: OutputLayout, built: BuildInputs, settings: EvaluationSett
     return report
 
 
+def advice(report: dict) -> list[str]:
+    """What to do about the drafts whose verdict or margin calls for it, one line per remedy.
+
+    Why: a verdict alone leaves a user to work out the remedy; the remedies are known from the
+    worked examples (docs/own_models.md) and differ by cause.
+    """
+    lines, close = [], []
+    for name, e in report["drafts"].items():
+        domain = "all domains" if e["domain"] == GENERAL else e["domain"]
+        over_general = e.get("margin_over_general")
+        if e["verdict"] == SLOWER:
+            lines.append(f"{name}: its rounds cost more than the tokens they save on {domain}; rebuild the "
+                         "drafts with a smaller `--draft-shape` (or the `--threads` the node will use), or "
+                         "leave it out of catalogue.yaml and rerun `memspec_build predictor`.")
+        elif e["verdict"] == NO_BETTER:
+            lines.append(f"{name}: the general draft accepts as much on {domain}; give the domain more text or "
+                         "a longer `--time-budget-s`, or leave it out of catalogue.yaml and rerun "
+                         "`memspec_build predictor`.")
+        elif over_general is not None and over_general < CLOSE_TO_GENERAL:
+            close.append(f"{name} ({over_general:+.3f} on {domain})")
+    if close:
+        lines.append(", ".join(close) + f": within {CLOSE_TO_GENERAL:.2f} of the general draft on "
+                     "its own domain, where which draft is resident then matters little. If a domain has "
+                     "under about 1 M characters of text, give it more first; if your robot's text stays "
+                     "in your domains, compare a build with a small general fallback "
+                     "(`--specialists-from scratch --draft-shape HxL --draft-shape general=HxL`, the "
+                     f"general draft about half the size; {RECIPE_DOC}).")
+    return lines
+
+
 def render_markdown(report: dict) -> str:
     """The evaluation report for people (the JSON beside it has the same numbers)."""
     domains = report["domains"]
@@ -239,4 +277,7 @@ def render_markdown(report: dict) -> str:
                                                               "margin_over_general"))
         lines.append(f"| {name} | {e['domain']} | {e['acceptance']:.3f} | {margins} | {e['step_ms']:.3f} | "
                      f"{e['estimated_speedup']:.2f}x | {e['verdict']} |")
+    todo = advice(report)
+    if todo:
+        lines += ["", "What to do:", "", *(f"- {line}" for line in todo)]
     return "\n".join(lines) + "\n"

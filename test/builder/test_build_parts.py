@@ -15,7 +15,15 @@ import pytest
 from memspec_ros.builder.corpora import parse_corpus_arguments, read_corpus, split_documents
 from memspec_ros.builder.drafts_step import GENERAL_UNITS, DraftSettings
 from memspec_ros.builder.errors import BuildError
-from memspec_ros.builder.evaluation import NO_BETTER, SLOWER, USEFUL, estimated_speedup, verdict
+from memspec_ros.builder.evaluation import (
+    NO_BETTER,
+    SLOWER,
+    USEFUL,
+    advice,
+    estimated_speedup,
+    render_markdown,
+    verdict,
+)
 from memspec_ros.builder.steps import StepLedger
 
 
@@ -90,6 +98,29 @@ def test_verdicts() -> None:
     assert verdict(1.5, own_acceptance=0.4, general_acceptance=0.3) == USEFUL
     assert verdict(1.5, own_acceptance=0.4, general_acceptance=None) == USEFUL  # the general draft itself
     assert estimated_speedup(0, 0, 0, 1.0, 1.0, 1.0) == 0.0
+
+
+def test_advice_names_the_remedy_for_each_cause() -> None:
+    def entry(domain: str, verdict_: str, over_general: float | None) -> dict:
+        return {"domain": domain, "acceptance": 0.5, "margin": over_general, "margin_over_domain_drafts": 0.3,
+                "margin_over_general": over_general, "step_ms": 0.3, "estimated_speedup": 1.5,
+                "verdict": verdict_}
+
+    report = {"k": 4, "domains": ["a", "b", "c", "d"], "prompts_per_domain": dict.fromkeys("abcd", 3),
+              "definition": "d", "timing_ms": {"target_step_ms": 3.0, "target_verify_ms": 5.0},
+              "matrix": {f"draft-{x}": dict.fromkeys("abcd", 0.5) for x in ("a", "b", "c", "d", "general")},
+              "drafts": {"draft-a": entry("a", USEFUL, 0.30), "draft-b": entry("b", USEFUL, 0.05),
+                         "draft-c": entry("c", NO_BETTER, -0.02), "draft-d": entry("d", SLOWER, 0.2),
+                         "draft-general": entry("general", USEFUL, None)}}
+    lines = advice(report)
+    assert [line.split(":")[0] for line in lines] == ["draft-c", "draft-d", "draft-b (+0.050 on b)"]
+    assert "more text" in lines[0] and "memspec_build predictor" in lines[0]  # draft-a needs nothing
+    assert "smaller `--draft-shape`" in lines[1]
+    assert "--specialists-from scratch" in lines[2]
+    assert "What to do:" in render_markdown(report)
+    report["drafts"] = {"draft-a": report["drafts"]["draft-a"]}
+    report["matrix"] = {"draft-a": report["matrix"]["draft-a"]}
+    assert advice(report) == [] and "What to do:" not in render_markdown(report)
 
 
 def test_prompts_are_distinct_when_documents_open_alike() -> None:
