@@ -4,7 +4,9 @@ Tiny random Llama, Qwen2, GPT-2 and Gemma 2 models (one vocabulary, so any can d
 are saved as safetensors folders and loaded through the public loading code. Gemma 2 carries the
 two things the engine once got wrong or could not do: soft-capped logits (the old scorer ran the
 decoder and the LM head by hand and sampled from the uncapped distribution) and sliding-window
-layers, whose cache transformers refuses to crop once the window is full.
+layers, whose cache transformers refuses to crop once the window is full. Sampled output is
+checked against the exact two-token law of a Gemma 2, a Qwen2 and a GPT-2 target, the last two
+also in bfloat16 and float16.
 """
 
 from __future__ import annotations
@@ -255,6 +257,32 @@ def test_soft_capped_target_samples_follow_its_distribution():
     assert total_variation(counts, exact) < 0.15
     _, uncapped_pvalue = chi_square_pvalue(counts, uncapped)
     assert uncapped_pvalue < 1e-6
+
+
+@pytest.mark.parametrize(("target_arch", "draft_arch", "dtype"), [
+    ("qwen2", "gpt2", torch.float32), ("gpt2", "qwen2", torch.float32),
+    ("qwen2", "gpt2", torch.bfloat16), ("gpt2", "qwen2", torch.float16)])
+def test_sampled_output_follows_each_targets_distribution(target_arch, draft_arch, dtype):
+    """Rejection sampling with a Qwen2 and a GPT-2 target, each with a draft of the other family,
+    in every supported dtype (the exact law is computed by the target at that dtype).
+
+    The draft is made to disagree with the target (its own two-token law is far from the
+    target's), so an engine that let draft tokens through unchecked would fail the fit.
+    """
+    target = tiny_model(target_arch, V, seed=21, eos=None, init_range=0.3).to(dtype)
+    draft = tiny_model(draft_arch, V, seed=22, eos=None, init_range=0.6).to(dtype)
+    prompt = [3, 5]
+    exact = exact_two_tokens(target, prompt, PARAMS, V)
+    drafts_law = exact_two_tokens(draft, prompt, PARAMS, V)
+    assert total_variation_between(exact, drafts_law) > 0.3, "the draft should disagree, or this proves little"
+
+    engine = SpeculativeEngine(target, word_tokenizer(V))
+    counts = sample_two_tokens(engine, DraftProposer(draft, draft_arch), prompt, PARAMS, 600)
+    _, pvalue = chi_square_pvalue(counts, exact)
+    assert pvalue > 1e-3, f"engine output differs from the {target_arch} target's distribution (p={pvalue:.2e})"
+    assert total_variation(counts, exact) < 0.15
+    _, draft_pvalue = chi_square_pvalue(counts, drafts_law)
+    assert draft_pvalue < 1e-6
 
 
 # ---------------------------------------------------------------------- sizing
