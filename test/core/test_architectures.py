@@ -232,6 +232,20 @@ def total_variation_between(p: dict, q: dict) -> float:
     return 0.5 * sum(abs(p.get(c, 0.0) - q.get(c, 0.0)) for c in set(p) | set(q))
 
 
+def _assert_samples_follow(target, draft: DraftProposer, prompt: list[int], exact: dict, wrong: dict) -> None:
+    """The engine's first two sampled tokens fit ``exact`` and clearly not ``wrong``.
+
+    600 runs (test_sampling_distribution uses 2500 to detect subtle sampler bugs): plenty to tell
+    the target's law from a ``wrong`` one a total variation of 0.3 or more away.
+    """
+    counts = sample_two_tokens(SpeculativeEngine(target, word_tokenizer(V)), draft, prompt, PARAMS, 600)
+    _, pvalue = chi_square_pvalue(counts, exact)
+    assert pvalue > 1e-3, f"engine output differs from the target's distribution (p={pvalue:.2e})"
+    assert total_variation(counts, exact) < 0.15
+    _, wrong_pvalue = chi_square_pvalue(counts, wrong)
+    assert wrong_pvalue < 1e-6
+
+
 def test_soft_capped_target_samples_follow_its_distribution():
     """Rejection sampling against a Gemma 2 target (soft-capped) with a Llama draft.
 
@@ -248,15 +262,7 @@ def test_soft_capped_target_samples_follow_its_distribution():
     target.config.final_logit_softcapping = cap
     assert total_variation_between(exact, uncapped) > 0.5, "the cap should change the law, or this proves nothing"
 
-    engine = SpeculativeEngine(target, word_tokenizer(V))
-    # 600 runs (test_sampling_distribution uses 2500 to detect subtle sampler bugs): plenty to tell
-    # the capped law from the uncapped one, which differ by a total variation of over 0.5.
-    counts = sample_two_tokens(engine, DraftProposer(draft, "llama"), prompt, PARAMS, 600)
-    _, pvalue = chi_square_pvalue(counts, exact)
-    assert pvalue > 1e-3, f"engine output differs from the soft-capped target's distribution (p={pvalue:.2e})"
-    assert total_variation(counts, exact) < 0.15
-    _, uncapped_pvalue = chi_square_pvalue(counts, uncapped)
-    assert uncapped_pvalue < 1e-6
+    _assert_samples_follow(target, DraftProposer(draft, "llama"), prompt, exact, wrong=uncapped)
 
 
 @pytest.mark.parametrize(("target_arch", "draft_arch", "dtype"), [
@@ -276,13 +282,7 @@ def test_sampled_output_follows_each_targets_distribution(target_arch, draft_arc
     drafts_law = exact_two_tokens(draft, prompt, PARAMS, V)
     assert total_variation_between(exact, drafts_law) > 0.3, "the draft should disagree, or this proves little"
 
-    engine = SpeculativeEngine(target, word_tokenizer(V))
-    counts = sample_two_tokens(engine, DraftProposer(draft, draft_arch), prompt, PARAMS, 600)
-    _, pvalue = chi_square_pvalue(counts, exact)
-    assert pvalue > 1e-3, f"engine output differs from the {target_arch} target's distribution (p={pvalue:.2e})"
-    assert total_variation(counts, exact) < 0.15
-    _, draft_pvalue = chi_square_pvalue(counts, drafts_law)
-    assert draft_pvalue < 1e-6
+    _assert_samples_follow(target, DraftProposer(draft, draft_arch), prompt, exact, wrong=drafts_law)
 
 
 # ---------------------------------------------------------------------- sizing
