@@ -231,6 +231,7 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
                            start=None, check=_check(validation, domains, settings))
     if general.ran:
         trained.append(draft_name(GENERAL))
+    outcomes = {GENERAL: general}
     start = (layout.checkpoint(GENERAL, PHASES[-1][0]), general.key) if from_general else None
     for domain in domains:
         result = _train_draft(ledger, layout, domain, index_of[domain], {domain: 1.0}, streams,
@@ -238,7 +239,10 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
                               specialist_phases, start=start, check=_check(validation, [domain], settings))
         if result.ran:
             trained.append(draft_name(domain))
+        outcomes[domain] = result
     drafts = {draft_name(d): layout.draft(d) for d in all_drafts}
+    _write_drafts_report(layout, settings, shapes, {GENERAL: per_general, **dict.fromkeys(domains, per_domain)},
+                         outcomes)
     _write_catalogue(layout, target, corpora, trained)
     return DraftBuild(domains=domains, drafts=drafts, sizing=sizing, trained=trained)
 
@@ -429,6 +433,8 @@ class _DraftOutcome:
     """True if any of the draft's steps ran (rather than being skipped as finished)."""
     key: str
     """The input key of its last training step: what a draft started from it depends on."""
+    phases: dict[str, dict[str, object]]
+    """Each phase's result (steps, seconds, final loss or KL), this run's or the stamp's."""
 
 
 def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: int, mix: dict[str, float],
@@ -487,6 +493,7 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
     if (start is None) != (phases[0][0] == "pretrain"):
         raise ValueError("a draft trained from scratch starts with pretrain; one started from a checkpoint does not")
     source, after = (None, None) if start is None else start
+    results: dict[str, dict[str, object]] = {}
     for phase, share in phases:
         budget = seconds * share
         out_dir = layout.checkpoint(domain, phase)
@@ -495,6 +502,7 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
                           functools.partial(work[phase], budget, source, out_dir),
                           outputs=[out_dir / "model.safetensors"])
         ran |= not step.skipped
+        results[phase] = step.result
         source, after = out_dir, step.key
     final_key = after
 
@@ -507,7 +515,8 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
     step = ledger.run(f"{name}-export", {"after": final_key}, export,
                       outputs=[dest / "model.safetensors", dest / "config.json"])
     ran |= not step.skipped
-    return _DraftOutcome(ran=ran, key=final_key)
+    results["export"] = step.result
+    return _DraftOutcome(ran=ran, key=final_key, phases=results)
 
 
 def _export_draft(checkpoint: Path, dest: Path, target: TargetInfo, name: str) -> dict[str, object]:
@@ -531,6 +540,20 @@ def _export_draft(checkpoint: Path, dest: Path, target: TargetInfo, name: str) -
     size = (dest / "model.safetensors").stat().st_size
     print(f"[export] {name}: {params / 1e6:.2f} M parameters, {size / 1e6:.1f} MB -> {dest}", flush=True)
     return {"parameters": params, "bytes": size}
+
+
+def _write_drafts_report(layout: OutputLayout, settings: DraftSettings, shapes: Mapping[str, Shape],
+                         seconds: Mapping[str, float], outcomes: Mapping[str, _DraftOutcome]) -> None:
+    """Write ``reports/drafts.json``: the recipe (every setting, the seed included) and what each
+    phase of each draft reached. Draft quality varies between seeds of one recipe (docs/own_models.md),
+    so a report of margins is only comparable with the settings that produced it beside it."""
+    report = {
+        "settings": asdict(settings),
+        "drafts": {draft_name(d): {"shape": asdict(shapes[d]), "seconds": round(seconds[d], 1),
+                                   "phases": outcome.phases} for d, outcome in outcomes.items()},
+    }
+    layout.reports.mkdir(parents=True, exist_ok=True)
+    (layout.reports / "drafts.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
 
 
 def _write_catalogue(layout: OutputLayout, target: TargetInfo, corpora: list[Corpus], trained: list[str]) -> None:

@@ -245,8 +245,9 @@ def advice(report: dict) -> list[str]:
                      "its own domain, where which draft is resident then matters little. If a domain has "
                      "under about 1 M characters of text, give it more first; if your robot's text stays "
                      "in your domains, compare a build with a small general fallback "
-                     "(`--specialists-from scratch --draft-shape HxL --draft-shape general=HxL`, the "
-                     f"general draft about half the size; {RECIPE_DOC}).")
+                     "(`--specialists-from scratch --general-share 0.5 --draft-shape HxL --draft-shape "
+                     "general=HxL`: the general draft about half the size, trained for half a domain draft's "
+                     f"time; {RECIPE_DOC}).")
     return lines
 
 

@@ -8,7 +8,7 @@ One place for the paths so the three subcommands agree on them::
     <out>/predictor.safetensors   the draft-need predictor (`memspec_build predictor`)
     <out>/heldout/<domain>.jsonl  held-out documents (5%, by document) no model was trained on
     <out>/heldout/prompts.jsonl   evaluation prompts cut from them ({"domain", "prompt"} rows)
-    <out>/reports/                sizing, predictor and evaluation reports (JSON + markdown)
+    <out>/reports/                sizing, drafts (recipe and training), predictor and evaluation reports
     <out>/work/                   training and validation splits, token arrays, the target's validation
                                   continuations, checkpoints, traces, step stamps
 

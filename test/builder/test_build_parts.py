@@ -116,7 +116,7 @@ def test_advice_names_the_remedy_for_each_cause() -> None:
     assert [line.split(":")[0] for line in lines] == ["draft-c", "draft-d", "draft-b (+0.050 on b)"]
     assert "more text" in lines[0] and "memspec_build predictor" in lines[0]  # draft-a needs nothing
     assert "smaller `--draft-shape`" in lines[1]
-    assert "--specialists-from scratch" in lines[2]
+    assert "--specialists-from scratch --general-share 0.5" in lines[2]
     assert "What to do:" in render_markdown(report)
     report["drafts"] = {"draft-a": report["drafts"]["draft-a"]}
     report["matrix"] = {"draft-a": report["matrix"]["draft-a"]}

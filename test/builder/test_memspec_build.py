@@ -94,6 +94,14 @@ def test_layout_heldout_split_and_reports(built: Built) -> None:
     sizing = json.loads((out / "reports" / "sizing.json").read_text())
     assert sizing["target_verify_ms"] > 0 and sizing["measured"]
     assert "[sizing] target verify of 5 tokens" in built.drafts_log and "chosen draft hidden" in built.drafts_log
+    # the recipe beside what each phase reached: margins differ between seeds of one recipe
+    recipe = json.loads((out / "reports" / "drafts.json").read_text())
+    assert recipe["settings"]["seed"] == 0 and recipe["settings"]["specialists_from"] == "general"
+    assert set(recipe["drafts"]) == {"draft-robot", "draft-code", "draft-math", "draft-general"}
+    general, robot = recipe["drafts"]["draft-general"], recipe["drafts"]["draft-robot"]
+    assert list(general["phases"]) == ["pretrain", "distill-corpus", "distill-continuations", "export"]
+    assert list(robot["phases"]) == ["distill-corpus", "distill-continuations", "export"]
+    assert robot["phases"]["distill-corpus"]["steps"] > 0 and general["seconds"] > robot["seconds"]
     predictor = json.loads((out / "reports" / "predictor.json").read_text())
     assert predictor["validation"]["examples"] > 0 and 0.0 <= predictor["validation"]["top1"] <= 1.0
     # its training dialogues come from documents no draft trained on
