@@ -230,7 +230,14 @@ def advice(report: dict) -> list[str]:
     for name, e in report["drafts"].items():
         domain = "all domains" if e["domain"] == GENERAL else e["domain"]
         over_general = e.get("margin_over_general")
-        if e["verdict"] == SLOWER:
+        if e["verdict"] == SLOWER and not _a_free_draft_would_pay(report, e["acceptance"]):
+            lines.append(f"{name}: it agrees with the target too rarely to pay on {domain} (acceptance "
+                         f"{e['acceptance']:.3f}): even a draft that cost nothing would be slower than "
+                         "target-only, so a smaller `--draft-shape` cannot help. Train longer "
+                         "(`--time-budget-s`; `reports/drafts.json` has the steps each phase made: a large "
+                         "vocabulary makes every step slow) or give it more text; if every draft is near "
+                         "0, check that the target itself writes sensible text on your corpora.")
+        elif e["verdict"] == SLOWER:
             lines.append(f"{name}: its rounds cost more than the tokens they save on {domain}; rebuild the "
                          "drafts with a smaller `--draft-shape` (or the `--threads` the node will use), or "
                          "leave it out of catalogue.yaml and rerun `memspec_build predictor`.")
@@ -249,6 +256,18 @@ def advice(report: dict) -> list[str]:
                      "general=HxL`: the general draft about half the size, trained for half a domain draft's "
                      f"time; {RECIPE_DOC}).")
     return lines
+
+
+def _a_free_draft_would_pay(report: dict, acceptance: float) -> bool:
+    """Whether rounds at this acceptance beat target-only if proposing cost nothing.
+
+    Why: a draft slower than target-only is usually too big for the machine, but one that
+    almost never agrees with the target (an undertrained draft, a large vocabulary's few steps)
+    is slow at any size, and shrinking it would only make it agree less.
+    """
+    timing = report["timing_ms"]
+    tokens_per_round = 1.0 + report["k"] * acceptance
+    return tokens_per_round * timing["target_step_ms"] > timing["target_verify_ms"]
 
 
 def render_markdown(report: dict) -> str:

@@ -118,6 +118,11 @@ def test_advice_names_the_remedy_for_each_cause() -> None:
     assert "smaller `--draft-shape`" in lines[1]
     assert "--specialists-from scratch --general-share 0.5" in lines[2]
     assert "What to do:" in render_markdown(report)
+    # a draft that almost never agrees is slow at any size: the remedy is training, not shrinking
+    report["drafts"]["draft-d"]["acceptance"] = 0.05  # 1.2 tokens a round x 3 ms < a 5 ms verification
+    rare = advice(report)[1]
+    assert rare.startswith("draft-d: it agrees with the target too rarely") and "--time-budget-s" in rare
+    assert "smaller `--draft-shape`" in rare and "cannot help" in rare
     report["drafts"] = {"draft-a": report["drafts"]["draft-a"]}
     report["matrix"] = {"draft-a": report["matrix"]["draft-a"]}
     assert advice(report) == [] and "What to do:" not in render_markdown(report)
