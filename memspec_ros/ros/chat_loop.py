@@ -77,7 +77,7 @@ def run_chat(client: GenerateClient, make_goal: Callable[[str, bool], Generate.G
                 call.cancel()
             result = call.wait(timeout_s=CANCEL_WAIT_S) if accepted else None
         if result is None:
-            streams.err.write("[goal rejected: the reason is on /memspec/goal_rejections and in the node log]\n")
+            streams.err.write(f"[goal rejected: {client.describe_rejection(call)}]\n")
             streams.err.flush()
             status = 3
             continue

@@ -176,8 +176,7 @@ def _generate(node: Node, args: argparse.Namespace) -> int:
         goal = goal_from_args(args, _known_token(tokens, client, args))
         call = client.send(goal, on_text=lambda text: (sys.stdout.write(text), sys.stdout.flush()))
         if not call.wait_accepted(args.timeout):
-            print("error: goal rejected (the reason is on /memspec/goal_rejections and in the node log)",
-                  file=sys.stderr)
+            print(f"error: goal rejected: {client.describe_rejection(call)}", file=sys.stderr)
             return 3
         try:
             result = call.wait(timeout_s=24 * 3600)

@@ -8,7 +8,9 @@ cancelled. The client node must be spun by an executor in another thread.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -17,10 +19,12 @@ from action_msgs.msg import GoalStatus
 from memspec_interfaces.action import Generate
 from memspec_interfaces.msg import ChatMessage
 from rclpy.action import ActionClient
+from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.node import Node
+from std_msgs.msg import String
 from unique_identifier_msgs.msg import UUID
 
-from memspec_ros.ros.qos import FEEDBACK_QOS, GOAL_SERVICE_QOS
+from memspec_ros.ros.qos import FEEDBACK_QOS, GOAL_SERVICE_QOS, REJECTIONS_QOS
 
 
 def make_goal(
@@ -77,6 +81,8 @@ class GenerationCall:
     _on_text: Callable[[str], None] | None = None
     """Told each piece of the answer's text, in order (set by the client's ``send``)."""
     _text_closed: bool = field(default=False, init=False)
+    _sent_at: float = field(default_factory=time.monotonic)
+    """When the goal was sent: only a rejection reason received after it can be this goal's."""
 
     FEEDBACK_GRACE_S: ClassVar[float] = 5.0
     """How long ``wait`` lets late feedback arrive after the result. Feedback (a topic) and
@@ -166,6 +172,9 @@ class GenerateClient:
     with later goals of that session (unless the goal carries one), as a program would.
     """
 
+    REASONS_MATCH_S: ClassVar[float] = 2.0
+    """How long ``wait_for_server`` waits for the rejection reasons publisher after the server."""
+
     def __init__(self, node: Node, action_name: str = "/memspec/generate") -> None:
         self._node = node
         # Resolved once (namespace, '~', remap rules) so that the action client and the
@@ -179,6 +188,15 @@ class GenerateClient:
         self._feedback_sub = node.create_subscription(
             Generate.Impl.FeedbackMessage, f"{self.action_name}/_action/feedback",
             self._on_feedback_message, FEEDBACK_QOS)
+        # The node says why it rejected a goal on <its namespace>/goal_rejections (an action's
+        # goal response carries no reason); kept briefly so a rejected call can report it.
+        self._rejections: deque[tuple[float, str]] = deque(maxlen=64)
+        self._rejections_changed = threading.Condition()
+        self._reasons_matched = threading.Event()
+        self._rejections_sub = node.create_subscription(
+            String, f"{self.action_name.rsplit('/', 1)[0]}/goal_rejections", self._on_rejection, REJECTIONS_QOS,
+            event_callbacks=SubscriptionEventCallbacks(
+                matched=lambda info: self._reasons_matched.set() if info.current_count else None))
 
     def _on_feedback_message(self, msg: Generate.Impl.FeedbackMessage) -> None:
         with self._calls_lock:
@@ -187,8 +205,50 @@ class GenerateClient:
             return  # another client's goal, or one this client has finished with
         call._on_feedback(msg.feedback)
 
+    def _on_rejection(self, msg: String) -> None:
+        with self._rejections_changed:
+            self._rejections.append((time.monotonic(), msg.data))
+            self._rejections_changed.notify_all()
+
+    def rejection_reason(self, call: GenerationCall, timeout_s: float = 2.0) -> str | None:
+        """Why the node rejected ``call``: the first reason it published after the goal was sent.
+
+        Why a heuristic: the reason topic carries no goal id, so with several clients sending
+        at once the reason may be another client's rejection at the same moment; a program that
+        must know for certain reads the node's log. ``None`` if none arrived within ``timeout_s``
+        (the subscription had not matched the node's publisher yet, or the node is not ours).
+        """
+        deadline = time.monotonic() + timeout_s
+        with self._rejections_changed:
+            while True:
+                for i, (at, reason) in enumerate(self._rejections):
+                    if at >= call._sent_at:
+                        del self._rejections[i]  # each reason explains one rejection
+                        return reason
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._rejections_changed.wait(left)
+
+    def describe_rejection(self, call: GenerationCall, timeout_s: float = 2.0) -> str:
+        """The node's reason for rejecting ``call``, or where to look for it, for a person."""
+        reason = self.rejection_reason(call, timeout_s)
+        if reason is not None:
+            return reason
+        return (f"no reason arrived within {timeout_s:.0f} s (the node publishes it on "
+                f"{self._rejections_sub.topic_name} and logs it)")
+
     def wait_for_server(self, timeout_s: float = 30.0) -> bool:
-        return self._client.wait_for_server(timeout_sec=timeout_s)
+        """Wait for the action server, then briefly for the node's rejection reasons publisher.
+
+        Why the second wait: a reason published before this client's subscription has matched
+        the publisher is lost, and the server's goal service is often discovered first.
+        """
+        if not self._client.wait_for_server(timeout_sec=timeout_s):
+            return False
+        if self._rejections_sub.get_publisher_count() == 0:
+            self._reasons_matched.wait(min(timeout_s, self.REASONS_MATCH_S))
+        return True
 
     def send(self, goal: Generate.Goal, on_text: Callable[[str], None] | None = None) -> GenerationCall:
         """Send a goal; returns immediately with a call object to wait on.
@@ -236,4 +296,5 @@ class GenerateClient:
 
     def destroy(self) -> None:
         self._node.destroy_subscription(self._feedback_sub)
+        self._node.destroy_subscription(self._rejections_sub)
         self._client.destroy()

@@ -78,5 +78,11 @@ def test_tools_honour_namespaces_and_remaps(client_node, params_file) -> None:
                           "--ros-args", "-r", "memspec/generate:=/robot1/memspec/generate"])
         assert by_remap.returncode == 0, by_remap.stdout + by_remap.stderr
         assert by_namespace.stdout.splitlines()[0] == by_remap.stdout.splitlines()[0]  # same greedy answer
+        # a rejected goal: the tool prints the node's reason, read from the namespaced reasons topic
+        rejected = _tool(["memspec_generate", ROBOT_PROMPT, "--raw", "--domain-hint", "nosuch",
+                          "--ros-args", "-r", "__ns:=/robot1"])
+        assert rejected.returncode == 3, rejected.stdout + rejected.stderr
+        assert "goal rejected: domain_hint" in rejected.stderr and "is unknown: use one of" in rejected.stderr, \
+            rejected.stderr
         unmapped = _tool(["memspec_generate", ROBOT_PROMPT, "--raw", "--timeout", "3"])
         assert unmapped.returncode == 2 and "/memspec/generate" in unmapped.stderr, unmapped.stderr
