@@ -6,6 +6,9 @@ bundled zoo: another architecture (GPT-2: learned positions, LayerNorm, GELU, fu
 another tokenizer (8192 tokens, trained here) and other text (``make_corpora.py``'s
 pretraining half). The result is a plain Hugging Face folder (``config.json``,
 ``model.safetensors``, tokenizer files), what ``memspec_build drafts --target`` expects.
+``--arch qwen2 --tokenizer unigram`` makes a target of a second family with a second kind of
+tokenizer (RoPE, RMSNorm, grouped-query attention; SentencePiece-style pieces and a ``<s>``
+the tokenizer adds), to rehearse the workflow on something other than the worked example.
 
     python examples/own_models/train_target.py --data /tmp/own_models/pretraining \\
         --out /tmp/own_models/target --minutes 40
@@ -22,8 +25,15 @@ import time
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import (
+    GPT2Config,
+    GPT2LMHeadModel,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 EOS = "<|endoftext|>"
 
@@ -32,6 +42,41 @@ def read_documents(folder: Path) -> dict[str, list[str]]:
     """``<domain>.jsonl`` files -> the documents of each domain."""
     return {p.stem: [json.loads(line)["text"] for line in p.open(encoding="utf-8")]
             for p in sorted(folder.glob("*.jsonl"))}
+
+
+def train_unigram_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """SentencePiece-style unigram with a ``<s>`` prepended to every encoding, as Llama 2's does.
+
+    A second kind of tokenizer for a second kind of target: ``▁`` word boundaries instead of
+    byte-level pieces, a BOS token the tokenizer adds itself, and ``<unk>`` for characters the
+    training text never had (no byte fallback), all of which the drafts and the node must handle.
+    """
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=["<unk>", "<s>", "</s>"],
+                                      unk_token="<unk>")
+    tok.train_from_iterator(texts, trainer)
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                       special_tokens=[("<s>", tok.token_to_id("<s>"))])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                   model_max_length=512)
+
+
+def build_model(arch: str, tokenizer: PreTrainedTokenizerFast, hidden: int, layers: int) -> PreTrainedModel:
+    """GPT-2 (learned positions, LayerNorm, GELU, tied head) or Qwen2 (RoPE, RMSNorm, grouped-query
+    attention, SwiGLU, an untied head)."""
+    heads = hidden // 64
+    if arch == "qwen2":
+        return Qwen2ForCausalLM(Qwen2Config(
+            vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+            num_key_value_heads=max(1, heads // 2), intermediate_size=(hidden * 8 // 3 + 63) // 64 * 64,
+            max_position_embeddings=512, bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=False))
+    return GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=512, n_embd=hidden, n_layer=layers,
+                                      n_head=heads, bos_token_id=tokenizer.eos_token_id,
+                                      eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True))
 
 
 def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
@@ -55,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=None,
                     help="train for exactly this many steps instead of --minutes: the same target on a busy "
                          "or a slow machine (the learning-rate schedule follows the steps)")
+    ap.add_argument("--arch", choices=["gpt2", "qwen2"], default="gpt2",
+                    help="the target's architecture (the worked example's is gpt2)")
+    ap.add_argument("--tokenizer", choices=["bpe", "unigram"], default="bpe",
+                    help="byte-level BPE (GPT-2's scheme) or a SentencePiece-style unigram that adds <s>")
     ap.add_argument("--vocab", type=int, default=8192)
     ap.add_argument("--hidden", type=int, default=384)
     ap.add_argument("--layers", type=int, default=6)
@@ -67,20 +116,22 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     rng = random.Random(0)
     docs = read_documents(args.data)
-    tokenizer = train_tokenizer([t for texts in docs.values() for t in texts], args.vocab)
+    make_tokenizer = train_unigram_tokenizer if args.tokenizer == "unigram" else train_tokenizer
+    tokenizer = make_tokenizer([t for texts in docs.values() for t in texts], args.vocab)
     streams = {}
     for domain, texts in docs.items():
         ids: list[int] = []
+        # each document as the node will send a prompt: with the <s> a unigram tokenizer adds
+        opening = [tokenizer.bos_token_id] if args.tokenizer == "unigram" else []
         for text in texts:
-            ids += tokenizer(text, verbose=False)["input_ids"] + [tokenizer.eos_token_id]
+            ids += opening + tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"] + [
+                tokenizer.eos_token_id]
         streams[domain] = torch.tensor(ids)
         print(f"{domain}: {len(ids)} tokens ({sum(map(len, texts)) / len(ids):.2f} characters per token)",
               file=sys.stderr)
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=512, n_embd=args.hidden, n_layer=args.layers,
-                        n_head=args.hidden // 64, bos_token_id=tokenizer.eos_token_id,
-                        eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True)
-    model = GPT2LMHeadModel(config)
-    print(f"GPT-2 target: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters", file=sys.stderr)
+    model = build_model(args.arch, tokenizer, args.hidden, args.layers)
+    print(f"{args.arch} target: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters",
+          file=sys.stderr)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1, betas=(0.9, 0.95))
     deadline = time.monotonic() + args.minutes * 60
     start, step, tokens = time.monotonic(), 0, 0

@@ -108,7 +108,7 @@ def check_target_folder(path: Path) -> TargetInfo:
     return TargetInfo(path=path, model_type=str(model_type), logit_width=logit_width(config),
                       hidden_size=hidden_width(config), max_positions=int(positions), bos_token_id=bos,
                       eos_token_id=eos, pad_token_id=pad, weights_bytes=sum(f.stat().st_size for f in files),
-                      fingerprint=_fingerprint(path, files),
+                      fingerprint=_fingerprint(path, files, type(tok).__name__),
                       stored_dtype=str(raw.get("dtype") or raw.get("torch_dtype") or "float32"))
 
 
@@ -124,8 +124,10 @@ def _json(path: Path, what: str) -> dict | None:
     return data
 
 
-def _fingerprint(path: Path, weights: list[Path]) -> str:
-    h = hashlib.sha256()
+def _fingerprint(path: Path, weights: list[Path], tokenizer_class: str) -> str:
+    """What every build step's inputs key on: the target's files and the tokenizer class they
+    load as (a change of how the same files are loaded changes the token arrays: redo them)."""
+    h = hashlib.sha256(tokenizer_class.encode())
     for name in ("config.json", *TOKENIZER_FILES):
         if (path / name).is_file():
             h.update(name.encode() + (path / name).read_bytes())
@@ -178,12 +180,12 @@ def pin_tokenizer_class(draft: Path, class_name: str) -> None:
     """Make the draft folder load the tokenizer class the target's folder loads.
 
     The same tokenizer files do not always load as the same tokenizer: transformers 5 picks
-    the class from ``tokenizer_config.json``'s ``tokenizer_class`` and, when that is the
-    generic ``TokenizersBackend``, from ``config.json``'s ``model_type``. A Qwen2 target's
-    generic tokenizer loads as ``Qwen2Tokenizer`` (which adds ``<|endoftext|>``) while the same
-    files beside a Llama draft's config load without it: one token apart, and the node's
-    vocabulary check refuses the draft. Naming the target's class in the draft's copy fixes
-    the class whatever the draft's architecture.
+    the class from ``tokenizer_config.json``'s ``tokenizer_class`` and, when that names none,
+    from ``config.json``'s ``model_type`` (``load_tokenizer`` reads a folder naming the generic
+    class verbatim). A Qwen2 target's tokenizer without a class loads as ``Qwen2Tokenizer``
+    (which adds ``<|endoftext|>``) while the same files beside a Llama draft's config load
+    without it: one token apart, and the node's vocabulary check refuses the draft. Naming the
+    target's class in the draft's copy fixes the class whatever the draft's architecture.
     """
     path = draft / "tokenizer_config.json"
     config = _json(path, "tokenizer config") or {}

@@ -37,6 +37,7 @@ from transformers import (
     PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
+    TokenizersBackend,
 )
 from transformers.initialization import no_init_weights
 from transformers.utils import logging as hf_logging
@@ -142,17 +143,41 @@ def inspect_footprint(model_dir: PathArg, *, dtype: torch.dtype = torch.float32,
     return model_footprint(load_config(directory), stored, directory, dtype)
 
 
+GENERIC_TOKENIZER_CLASSES = frozenset({"TokenizersBackend", "PreTrainedTokenizerFast"})
+"""``tokenizer_class`` values that mean "the pipeline in tokenizer.json, as it is"."""
+
+
 def load_tokenizer(
     path: PathArg, *, allowed_roots: Sequence[PathArg] | None = None
 ) -> PreTrainedTokenizerBase:
-    """Load the tokenizer stored in ``path`` (no remote code, no network)."""
+    """Load the tokenizer stored in ``path`` (no remote code, no network).
+
+    A folder whose ``tokenizer_config.json`` names the generic class (what saving a tokenizer
+    trained with the ``tokenizers`` library writes, and what Llama 3 ships) is loaded exactly as
+    its ``tokenizer.json`` says. Why not ``AutoTokenizer`` there: transformers 5 then picks the
+    class of the model's family from ``config.json`` (``Qwen2Tokenizer`` for a Qwen2 target),
+    and that class rebuilds its own normaliser, pre-tokeniser and decoder over the file's
+    vocabulary: a Qwen2 target with its own SentencePiece-style tokenizer was served one token
+    per character with the spaces lost, text it was never trained on.
+    """
     directory = resolve_model_dir(path, allowed_roots)
     try:
+        if (directory / "tokenizer.json").is_file() and _tokenizer_class(directory) in GENERIC_TOKENIZER_CLASSES:
+            return TokenizersBackend.from_pretrained(str(directory), local_files_only=True)
         return AutoTokenizer.from_pretrained(
             str(directory), local_files_only=True, trust_remote_code=False
         )
     except Exception as exc:
         raise ModelLoadError(f"could not load a tokenizer from {str(directory)!r}: {exc}") from exc
+
+
+def _tokenizer_class(directory: Path) -> str | None:
+    """``tokenizer_class`` from ``tokenizer_config.json``; None if absent or unreadable."""
+    try:
+        value = json.loads((directory / "tokenizer_config.json").read_text()).get("tokenizer_class")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def load_config(path: PathArg, *, allowed_roots: Sequence[PathArg] | None = None) -> PretrainedConfig:
