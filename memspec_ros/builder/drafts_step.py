@@ -549,7 +549,7 @@ def _write_drafts_report(layout: OutputLayout, settings: DraftSettings, shapes: 
     so a report of margins is only comparable with the settings that produced it beside it."""
     report = {
         "settings": asdict(settings),
-        "drafts": {draft_name(d): {"shape": asdict(shapes[d]), "seconds": round(seconds[d], 1),
+        "drafts": {draft_name(d): {"shape": asdict(shapes[d]), "budget_s": round(seconds[d], 1),
                                    "phases": outcome.phases} for d, outcome in outcomes.items()},
     }
     layout.reports.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,6 @@ from action_msgs.msg import GoalStatus
 from memspec_interfaces.action import Generate
 from memspec_interfaces.msg import ChatMessage
 from rclpy.action import ActionClient
-from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.node import Node
 from std_msgs.msg import String
 from unique_identifier_msgs.msg import UUID
@@ -188,15 +187,14 @@ class GenerateClient:
         self._feedback_sub = node.create_subscription(
             Generate.Impl.FeedbackMessage, f"{self.action_name}/_action/feedback",
             self._on_feedback_message, FEEDBACK_QOS)
-        # The node says why it rejected a goal on <its namespace>/goal_rejections (an action's
-        # goal response carries no reason); kept briefly so a rejected call can report it.
+        # The node says why it rejected a goal on ~/goal_rejections beside its ~/generate (an
+        # action's goal response carries no reason); kept briefly so a rejected call can report
+        # it. An action remapped on the node's side breaks that pairing: the reason is then not
+        # found and describe_rejection says where to look.
         self._rejections: deque[tuple[float, str]] = deque(maxlen=64)
         self._rejections_changed = threading.Condition()
-        self._reasons_matched = threading.Event()
         self._rejections_sub = node.create_subscription(
-            String, f"{self.action_name.rsplit('/', 1)[0]}/goal_rejections", self._on_rejection, REJECTIONS_QOS,
-            event_callbacks=SubscriptionEventCallbacks(
-                matched=lambda info: self._reasons_matched.set() if info.current_count else None))
+            String, f"{self.action_name.rsplit('/', 1)[0]}/goal_rejections", self._on_rejection, REJECTIONS_QOS)
 
     def _on_feedback_message(self, msg: Generate.Impl.FeedbackMessage) -> None:
         with self._calls_lock:
@@ -246,8 +244,9 @@ class GenerateClient:
         """
         if not self._client.wait_for_server(timeout_sec=timeout_s):
             return False
-        if self._rejections_sub.get_publisher_count() == 0:
-            self._reasons_matched.wait(min(timeout_s, self.REASONS_MATCH_S))
+        deadline = time.monotonic() + min(timeout_s, self.REASONS_MATCH_S)
+        while self._rejections_sub.get_publisher_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)  # a graph condition: polled, as rclpy's own wait_for_server polls
         return True
 
     def send(self, goal: Generate.Goal, on_text: Callable[[str], None] | None = None) -> GenerationCall:
