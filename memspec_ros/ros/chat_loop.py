@@ -77,7 +77,11 @@ def run_chat(client: GenerateClient, make_goal: Callable[[str, bool], Generate.G
                 call.cancel()
             result = call.wait(timeout_s=CANCEL_WAIT_S) if accepted else None
         if result is None:
-            streams.err.write(f"[goal rejected: {client.describe_rejection(call)}]\n")
+            try:
+                reason = client.describe_rejection(call)
+            except KeyboardInterrupt:  # a Ctrl-C while waiting for the reason: the chat goes on
+                reason = "Ctrl-C before its reason arrived"
+            streams.err.write(f"[goal rejected: {reason}]\n")
             streams.err.flush()
             status = 3
             continue

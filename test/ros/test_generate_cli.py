@@ -59,7 +59,7 @@ class _FakeCall:
         self.text, self.on_text, self.interrupt, self.cancelled = text, on_text, interrupt, False
 
     def wait_accepted(self, timeout_s: float) -> bool:
-        return True
+        return self.text != "<rejected>"
 
     def wait(self, timeout_s: float) -> Generate.Result:
         half = len(self.text) // 2
@@ -84,6 +84,9 @@ class _FakeClient:
         self.goals.append((text, first))
         return _FakeCall(f"<{text}>", on_text, interrupt=text == "long")
 
+    def describe_rejection(self, call) -> str:
+        return "domain_hint 'x' is unknown"
+
 
 def test_the_chat_loop_reads_a_pipe_cancels_on_ctrl_c_and_quits_at_the_end() -> None:
     client, out, err, tokens = _FakeClient(), io.StringIO(), io.StringIO(), []
@@ -95,6 +98,12 @@ def test_the_chat_loop_reads_a_pipe_cancels_on_ctrl_c_and_quits_at_the_end() -> 
     assert out.getvalue() == "<hello>\n<lo\n<bye>\n", "a cancelled answer keeps what streamed"
     assert "[cancelling]" in err.getvalue() and "[cancelled:" in err.getvalue()
     assert tokens == ["tok"] * 3
+    # a rejected line says the node's reason, the exit status tells a script, the chat goes on
+    client, err = _FakeClient(), io.StringIO()
+    status = run_chat(client, lambda text, first: (text, first), ChatStreams(io.StringIO("rejected\nok\n"),
+                                                                           io.StringIO(), err))
+    assert status == 3 and "[goal rejected: domain_hint 'x' is unknown]" in err.getvalue()
+    assert client.goals == [("rejected", True), ("ok", True)], "a rejected first line leaves the next one first"
 
 
 def test_a_reader_of_the_stream_gets_the_whole_answer_when_the_last_feedback_is_late() -> None:
