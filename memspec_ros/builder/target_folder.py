@@ -3,7 +3,7 @@
 What is refused, each with a message that says why and what to do:
 
 * no ``config.json`` or no ``*.safetensors`` weights (pickle checkpoints can run code when
-  loaded, so the node never loads them; convert with ``save_pretrained(safe_serialization=True)``);
+  loaded, so the node never loads them; convert with ``save_pretrained``, which writes safetensors);
 * models that need ``trust_remote_code``: a config or tokenizer config with ``auto_map``, or a
   ``model_type`` this transformers does not know. Their code would come from the model
   folder, and the node runs with ``trust_remote_code=False`` on principle;
@@ -91,7 +91,7 @@ def check_target_folder(path: Path) -> TargetInfo:
         files = weight_files(path)
     except ModelLoadError as exc:
         raise BuildError(f"target {path} has no *.safetensors weights ({exc}); save it with "
-                         "save_pretrained(..., safe_serialization=True)") from None
+                         "save_pretrained(folder) (safetensors is its default since transformers 4.35)") from None
     try:
         config = load_config(path)
         tok = load_tokenizer(path)

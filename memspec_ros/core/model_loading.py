@@ -115,7 +115,7 @@ def weight_files(model_dir: PathArg) -> list[Path]:
         raise UnsafeModelFileError(
             f"{str(directory)!r} only has pickle-based weights ({', '.join(pickled)}). Loading "
             "them could execute arbitrary code, so memspec_ros only loads *.safetensors; "
-            "convert the checkpoint (e.g. save_pretrained(..., safe_serialization=True))"
+            "convert the checkpoint (load it once and save_pretrained(folder): safetensors is the default)"
         )
     raise ModelLoadError(f"{str(directory)!r} contains no *.safetensors weight file")
 

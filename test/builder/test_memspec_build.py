@@ -192,7 +192,7 @@ def test_unservable_targets_are_refused_with_the_fix(built: Built, tmp_path: Pat
 
     no_weights = variant("no-weights", lambda f: (f / "model.safetensors").rename(f / "pytorch_model.bin"))
     err = _drafts_error(tmp_path, no_weights, corpus, capsys)
-    assert "no *.safetensors weights" in err and "safe_serialization=True" in err
+    assert "no *.safetensors weights" in err and "save_pretrained(folder)" in err
     remote = variant("remote", set_config(auto_map={"AutoModelForCausalLM": "modeling_x.XForCausalLM"}))
     assert "trust_remote_code" in _drafts_error(tmp_path, remote, corpus, capsys)
     unknown = variant("unknown", set_config(model_type="my_secret_arch"))
