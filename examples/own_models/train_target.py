@@ -119,10 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     make_tokenizer = train_unigram_tokenizer if args.tokenizer == "unigram" else train_tokenizer
     tokenizer = make_tokenizer([t for texts in docs.values() for t in texts], args.vocab)
     streams = {}
+    # each document as the node will send a prompt: with the <s> a unigram tokenizer adds
+    opening = [tokenizer.bos_token_id] if args.tokenizer == "unigram" else []
     for domain, texts in docs.items():
         ids: list[int] = []
-        # each document as the node will send a prompt: with the <s> a unigram tokenizer adds
-        opening = [tokenizer.bos_token_id] if args.tokenizer == "unigram" else []
         for text in texts:
             ids += opening + tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"] + [
                 tokenizer.eos_token_id]

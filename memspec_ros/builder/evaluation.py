@@ -95,7 +95,7 @@ def acceptance_rate(matches: Sequence[Sequence[bool]], k: int = 4) -> float:
     return acc / prop if prop else 0.0
 
 
-def estimated_speedup(accepted: int, proposed: int, rounds: int, draft_ms: float, verify_ms: float,
+def estimated_speedup(accepted: float, proposed: int, rounds: int, draft_ms: float, verify_ms: float,
                       target_ms: float) -> float:
     """Target-only time / speculative time for the same tokens (see the module docstring)."""
     if rounds == 0:
@@ -265,9 +265,8 @@ def _a_free_draft_would_pay(report: dict, acceptance: float) -> bool:
     almost never agrees with the target (an undertrained draft, a large vocabulary's few steps)
     is slow at any size, and shrinking it would only make it agree less.
     """
-    timing = report["timing_ms"]
-    tokens_per_round = 1.0 + report["k"] * acceptance
-    return tokens_per_round * timing["target_step_ms"] > timing["target_verify_ms"]
+    timing, k = report["timing_ms"], report["k"]
+    return estimated_speedup(k * acceptance, k, 1, 0.0, timing["target_verify_ms"], timing["target_step_ms"]) > 1.0
 
 
 def render_markdown(report: dict) -> str:
