@@ -18,12 +18,12 @@ from typing import ClassVar
 from action_msgs.msg import GoalStatus
 from memspec_interfaces.action import Generate
 from memspec_interfaces.msg import ChatMessage
-from rclpy.action import ActionClient
 from rclpy.node import Node
 from std_msgs.msg import String
 from unique_identifier_msgs.msg import UUID
 
 from memspec_ros.ros.qos import FEEDBACK_QOS, GOAL_SERVICE_QOS, REJECTIONS_QOS
+from memspec_ros.ros.race_free_action_client import RaceFreeActionClient
 
 
 def make_goal(
@@ -179,8 +179,8 @@ class GenerateClient:
         # Resolved once (namespace, '~', remap rules) so that the action client and the
         # feedback subscription below name the same action.
         self.action_name = node.resolve_topic_name(action_name)
-        self._client = ActionClient(node, Generate, self.action_name, feedback_sub_qos_profile=FEEDBACK_QOS,
-                                    goal_service_qos_profile=GOAL_SERVICE_QOS)
+        self._client = RaceFreeActionClient(node, Generate, self.action_name, feedback_sub_qos_profile=FEEDBACK_QOS,
+                                           goal_service_qos_profile=GOAL_SERVICE_QOS)
         self._calls: dict[bytes, GenerationCall] = {}
         self._calls_lock = threading.Lock()
         self.session_tokens: dict[str, str] = {}

@@ -16,27 +16,12 @@ import sys
 import threading
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
 
 from memspec_ros.ros.node import MemSpecNode
+from memspec_ros.ros.resilient_spin import spin_until_stopped
 from memspec_ros.runtime.heap_tuning import fix_malloc_thresholds
-
-
-def _spin(executor: MultiThreadedExecutor, stop: threading.Event, node: MemSpecNode) -> None:
-    """Spin until ``stop``; an exception out of spin (callbacks are guarded, so rclpy's own) is
-    logged and spinning resumes: one bad event must not take the service down."""
-    while not stop.is_set():
-        try:
-            executor.spin()
-            return
-        except ExternalShutdownException:
-            stop.set()
-            return
-        except Exception as exc:
-            if stop.is_set() or not rclpy.ok():
-                return
-            node.get_logger().error(f"executor error survived: {type(exc).__name__}: {exc}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +41,10 @@ def main(argv: list[str] | None = None) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
-    spinner = threading.Thread(target=_spin, args=(executor, stop, node), name="memspec-executor", daemon=True)
+    spinner = threading.Thread(
+        target=spin_until_stopped, name="memspec-executor", daemon=True,
+        args=(executor, stop, lambda exc: node.get_logger().error(
+            f"executor error survived: {type(exc).__name__}: {exc}")))
     spinner.start()
     try:
         while not stop.wait(1.0) and spinner.is_alive():

@@ -5,11 +5,13 @@ and getting it wrong is not harmless: a process that exits while the executor th
 spins aborts in C++ ("terminate called without an active exception"), and rclpy's own
 SIGINT handler shuts the context down before the tool can cancel its goal. So: ROS
 arguments from the command line (remaps, namespaces), Ctrl-C left as Python's
-KeyboardInterrupt for the tool's main thread, and an orderly stop that joins the thread.
+KeyboardInterrupt for the tool's main thread, an executor that keeps spinning past rclpy's
+own races (``resilient_spin``), and an orderly stop that joins the thread.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -19,6 +21,8 @@ from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from memspec_ros.ros.resilient_spin import spin_until_stopped
+
 
 @contextmanager
 def tool_node(name: str, argv: Sequence[str] | None = None) -> Iterator[Node]:
@@ -27,11 +31,16 @@ def tool_node(name: str, argv: Sequence[str] | None = None) -> Iterator[Node]:
     node = rclpy.create_node(name)
     executor = MultiThreadedExecutor()
     executor.add_node(node)
-    thread = threading.Thread(target=executor.spin, name=f"{name}-spin", daemon=True)
+    stop = threading.Event()
+    thread = threading.Thread(target=spin_until_stopped, name=f"{name}-spin", daemon=True,
+                              args=(executor, stop, lambda exc: print(
+                                  f"[{name}] ROS executor error survived: {type(exc).__name__}: {exc}",
+                                  file=sys.stderr)))
     thread.start()
     try:
         yield node
     finally:
+        stop.set()
         executor.shutdown()
         thread.join()
         node.destroy_node()

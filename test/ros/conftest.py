@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
+
+from memspec_ros.ros.resilient_spin import spin_until_stopped
 
 REPO = Path(__file__).resolve().parents[2]
 PARAMS_FILE = REPO / "config" / "memspec.yaml"
@@ -64,26 +66,6 @@ def params_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _spin_until_shutdown(executor: MultiThreadedExecutor, stop: threading.Event) -> None:
-    """Spin, and keep spinning after an exception out of ``spin()``.
-
-    Tests destroy clients (``GenerateClient.destroy``) while this executor spins; rclpy's
-    ActionClient can then be met half-destroyed by the executor (its handle already None),
-    which raises out of ``spin()`` and, with a bare ``executor.spin`` thread, silently ends
-    every later test's callbacks: goals then time out waiting for an answer that arrived.
-    """
-    while not stop.is_set():
-        try:
-            executor.spin()
-            return
-        except ExternalShutdownException:
-            return
-        except Exception as exc:  # reported, then spinning resumes
-            if stop.is_set() or not rclpy.ok():
-                return
-            print(f"client executor: {type(exc).__name__}: {exc} (spinning on)", file=sys.stderr)
-
-
 @pytest.fixture(scope="session")
 def client_node() -> Iterator[Node]:
     rclpy.init()
@@ -91,7 +73,9 @@ def client_node() -> Iterator[Node]:
     executor = MultiThreadedExecutor(num_threads=4)
     executor.add_node(node)
     stop = threading.Event()
-    thread = threading.Thread(target=_spin_until_shutdown, args=(executor, stop), daemon=True)
+    # resilient: tests destroy clients while this executor spins (see resilient_spin)
+    thread = threading.Thread(target=spin_until_stopped, daemon=True, args=(executor, stop, lambda exc: print(
+        f"client executor: {type(exc).__name__}: {exc} (spinning on)", file=sys.stderr)))
     thread.start()
     yield node
     stop.set()

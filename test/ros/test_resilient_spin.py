@@ -1,0 +1,101 @@
+"""rclpy's own races do not silence a client or the node (no other node, about a second).
+
+Both faults are rclpy's (ros2/rclpy#1589 and the destroy race), seen in CI as a tool whose
+executor thread died, so that ``memspec_generate`` timed out waiting for a goal answer that
+had arrived. The checks provoke them deterministically at the executor's boundary.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import rclpy
+from memspec_interfaces.action import Generate
+from rclpy.action import ActionClient
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.waitable import NumberOfEntities, Waitable
+
+from memspec_ros.ros.race_free_action_client import RaceFreeActionClient
+from memspec_ros.ros.resilient_spin import spin_until_stopped
+
+
+class _ExecutorEyedNode(Node):
+    """A node that reads each new waitable's wait-set size at once, as an executor spinning
+    in another thread may (``add_waitable`` wakes it)."""
+
+    def add_waitable(self, waitable: Waitable[Any]) -> None:
+        super().add_waitable(waitable)
+        waitable.get_num_entities()
+
+
+@pytest.fixture()
+def context() -> Iterator[Context]:
+    ctx = Context()
+    rclpy.init(context=ctx)
+    yield ctx
+    rclpy.try_shutdown(context=ctx)
+
+
+def test_the_action_client_is_whole_when_an_executor_first_sees_it(context: Context) -> None:
+    node = _ExecutorEyedNode("memspec_test_eyed", context=context)
+    try:
+        with pytest.raises(AttributeError, match="_lock"):  # rclpy's own: the race is real here
+            ActionClient(node, Generate, "/race/generate")  # no error once rclpy fixes #1589: drop ours then
+        client = RaceFreeActionClient(node, Generate, "/race/generate")
+        assert client.get_num_entities().num_subscriptions == 2  # feedback and status
+        client.destroy()
+    finally:
+        node.destroy_node()
+
+
+class _FailsOnce(Waitable[None]):
+    """A waitable whose first wait-set call raises, as a half-destroyed action entity does."""
+
+    def __init__(self, node: Node) -> None:
+        super().__init__(node.default_callback_group)
+        self.failed = False
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def get_num_entities(self) -> NumberOfEntities:
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("action server pointer is invalid")
+        return NumberOfEntities()
+
+    def add_to_wait_set(self, wait_set: Any) -> None:
+        pass
+
+    def is_ready(self, wait_set: Any) -> bool:
+        return False
+
+
+def test_spinning_survives_an_error_out_of_rclpy_and_callbacks_go_on(context: Context) -> None:
+    node = Node("memspec_test_resilient", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    node.add_waitable(_FailsOnce(node))
+    ticks = threading.Event()
+    node.create_timer(0.05, ticks.set)
+    stop, survived = threading.Event(), []
+    thread = threading.Thread(target=spin_until_stopped, args=(executor, stop, survived.append), daemon=True)
+    thread.start()
+    try:
+        assert ticks.wait(10.0), "the timer never fired after the error"
+        assert [str(e) for e in survived] == ["action server pointer is invalid"]
+        assert thread.is_alive()
+    finally:
+        stop.set()
+        executor.shutdown()
+        thread.join(5.0)
+        node.destroy_node()
+    assert not thread.is_alive()
