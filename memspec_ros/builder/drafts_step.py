@@ -169,7 +169,7 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     all_drafts = [*domains, GENERAL]
     print(f"[drafts] target {target.path} ({target.model_type}, logit width {target.logit_width}, "
           f"{target.weights_bytes / 1e6:.1f} MB); domains {domains} + {GENERAL}", flush=True)
-    teacher = functools.cache(lambda: load_causal_lm(target.path))  # loaded only if a step needs it
+    teacher = functools.cache(lambda: _servable(load_causal_lm(target.path), target.path))  # loaded if needed
 
     if settings.specialists_from not in SPECIALISTS_FROM:
         raise BuildError(f"specialists_from must be one of {', '.join(SPECIALISTS_FROM)}, got "
@@ -245,6 +245,18 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
                          outcomes)
     _write_catalogue(layout, target, corpora, trained)
     return DraftBuild(domains=domains, drafts=drafts, sizing=sizing, trained=trained)
+
+
+def _servable(model: PreTrainedModel, path: Path) -> PreTrainedModel:
+    """``model`` if it can serve as a speculative target; :class:`BuildError` saying why not."""
+    from memspec_ros.core.cache_rollback import require_rollback
+    from memspec_ros.core.errors import ModelConfigError
+
+    try:
+        require_rollback(model, f"target {path}")
+    except ModelConfigError as exc:
+        raise BuildError(str(exc)) from None
+    return model
 
 
 def _check_target_slot(layout: OutputLayout, target: TargetInfo) -> None:

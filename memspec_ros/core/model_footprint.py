@@ -101,7 +101,10 @@ def model_footprint(config: PretrainedConfig, stored: dict[str, StoredTensor], s
     if unknown:  # a KV cache sized 0 would let the budget admit a draft that does not fit
         raise ModelConfigError(
             f"{source / 'config.json'}: cannot size the KV cache of this {config.model_type!r} model, "
-            f"the config gives no {', '.join(unknown)} (under this or its architecture's own name)")
+            f"the config gives no {', '.join(unknown)} (under this or its architecture's own name)"
+            + (". A model without attention heads (a state-space model such as Mamba) keeps a recurrent "
+               "state that cannot take back rejected draft tokens: it cannot serve speculative decoding"
+               if "num_attention_heads" in unknown else ""))
     # Every layer counted at full context: an upper bound for sliding-window layers, which hold less.
     kv = 2 * layers * kv_heads * head_dim * positions * element
     return ModelFootprint(stored_bytes=sum(t.nbytes for t in stored.values()), module_bytes=module,

@@ -58,8 +58,8 @@ class TargetScorer:
 
     @property
     def cache_length(self) -> int:
-        """Number of token positions currently held in the KV cache."""
-        return self.cache.get_seq_length()
+        """Number of token positions the cache covers (a windowed or recurrent layer holds fewer)."""
+        return len(self._tokens)
 
     @property
     def cache_bytes(self) -> int:
@@ -75,13 +75,13 @@ class TargetScorer:
         """Keep only the first ``length`` positions (undo a turn that failed half-way)."""
         if length < 0:
             raise ValueError(f"cannot truncate the cache to a negative length ({length})")
-        drop = self.cache_length - length
+        drop = len(self._tokens) - length
         if drop <= 0:
             return
         if can_drop(self.cache, drop):
             self.cache.crop(-drop)  # this cache's crop takes a negative count
             del self._tokens[length:]
-        else:  # a sliding window already forgot what the shorter sequence needs: rebuild it
+        else:  # a window already forgot what the shorter sequence needs, or a recurrent state: rebuild
             kept = self._tokens[:length]
             self.reset()
             self.prefill(kept)
@@ -118,10 +118,16 @@ class TargetScorer:
         """Drop the last ``n_tokens`` positions from the cache (rejected proposals).
 
         Exact for any layout as long as they were fed by the latest :meth:`score`, which is how
-        the engine uses it. A windowed cache is cropped even for 0 tokens, which trims it.
+        the engine uses it. A windowed cache is cropped even for 0 tokens, which trims it. A
+        layer that cannot give tokens back (a recurrent state) makes it a rebuild from the kept
+        ids: exact, but a forward over the whole context (configure refuses such targets for
+        speculation, see :func:`~memspec_ros.core.cache_rollback.rollback_blockers`).
         """
         if n_tokens < 0:
             raise ValueError(f"cannot roll back a negative number of tokens ({n_tokens})")
+        if n_tokens and not can_drop(self.cache, n_tokens):
+            self.truncate(len(self._tokens) - n_tokens)
+            return
         if n_tokens or self._windowed:
             self.cache.crop(-n_tokens)
         if n_tokens:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from memspec_ros.core.cache_rollback import require_rollback
 from memspec_ros.core.engine import SpeculativeEngine
 from memspec_ros.core.errors import InvalidRequestError, ModelLoadError, VocabularyMismatchError
 from memspec_ros.core.model_loading import configure_threads, load_causal_lm, load_tokenizer
@@ -80,6 +81,7 @@ def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> Buil
         target = load_causal_lm(
             models.target, dtype=_DTYPES[config["dtype"]], device=config["device"], allowed_roots=roots
         )
+        require_rollback(target, models.target)
     except ModelLoadError as exc:
         raise ConfigError(f"parameter 'catalogue': target of {models.source}: {exc}") from exc
     if models.predictor is not None:  # checked whatever the policy: a run-time switch may need it

@@ -200,6 +200,19 @@ def test_unservable_targets_are_refused_with_the_fix(built: Built, tmp_path: Pat
     assert "'my_secret_arch'" in err and "trust_remote_code" in err
     assert "does not exist" in _drafts_error(tmp_path, tmp_path / "nothing-here", corpus, capsys)
 
+    def as_jamba(folder: Path) -> None:  # Mamba layers: a recurrent state, refused before any training
+        from transformers import JambaConfig, JambaForCausalLM
+        config = json.loads((folder / "config.json").read_text())
+        jamba = JambaForCausalLM(JambaConfig(
+            vocab_size=config["vocab_size"], hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, attn_layer_period=2, attn_layer_offset=1,
+            num_experts=1, mamba_d_state=4, eos_token_id=config.get("eos_token_id")))
+        (folder / "model.safetensors").unlink()
+        jamba.save_pretrained(folder)
+    err = _drafts_error(tmp_path, variant("jamba", as_jamba), corpus, capsys)
+    assert "'jamba' model cannot take back rejected draft tokens" in err and "Mamba" in err
+    assert not list((tmp_path / "out").glob("draft-*")), "refused before a draft was trained"
+
 
 def test_too_little_disk_space_is_refused_before_writing(built: Built, tmp_path: Path, capsys, monkeypatch) -> None:
     import shutil as shutil_module

@@ -9,6 +9,9 @@ for a target of another. Each stands for a way an architecture departs from the 
   sliding-window attention on every other layer; the window is :data:`GEMMA2_WINDOW` tokens, so
   any test sequence longer than that exercises rolling back a full window.
 * ``mistral``: a plain-head architecture besides Llama (the scorer's shortcut list).
+* ``lfm2``: short-convolution layers beside attention (a ``LinearAttentionLayer`` cache holding
+  conv states only), which roll back by past recording like sliding windows.
+* ``jamba``: Mamba layers, whose recurrent state cannot give tokens back (refused as target).
 """
 
 from __future__ import annotations
@@ -19,6 +22,10 @@ from transformers import (
     Gemma2ForCausalLM,
     GPT2Config,
     GPT2LMHeadModel,
+    JambaConfig,
+    JambaForCausalLM,
+    Lfm2Config,
+    Lfm2ForCausalLM,
     LlamaConfig,
     LlamaForCausalLM,
     MistralConfig,
@@ -64,4 +71,13 @@ def tiny_model(arch: str, vocab: int, seed: int, *, hidden: int = 32, layers: in
         config = Gemma2Config(**common, **decoder, head_dim=hidden // 4, query_pre_attn_scalar=hidden // 4,
                               sliding_window=GEMMA2_WINDOW, final_logit_softcapping=GEMMA2_SOFTCAP)
         return Gemma2ForCausalLM(config).eval()
+    if arch == "lfm2":
+        config = Lfm2Config(**common, hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
+                            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
+                            layer_types=["conv", "full_attention"] * (layers // 2) + ["conv"] * (layers % 2))
+        return Lfm2ForCausalLM(config).eval()
+    if arch == "jamba":
+        config = JambaConfig(**common, **decoder, attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2,
+                             num_experts=1, mamba_d_state=4)
+        return JambaForCausalLM(config).eval()
     raise ValueError(f"unknown architecture {arch!r}")

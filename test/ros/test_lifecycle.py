@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -85,6 +86,24 @@ def test_bad_choice_escaping_path_and_foreign_predictor_are_named(client_node, p
         assert not lc.change_state("configure")
         failure = [line for line in node.log().splitlines() if "configure failed" in line][-1]
         assert "predictor" in failure and "'draft-bot'" in failure and "memspec_build predictor" in failure, failure
+        # And a target whose Mamba layers keep a recurrent state, which cannot take back rejected tokens.
+        catalogue.write_text(original)
+        _make_jamba(zoo_copy / "target")
+        assert not lc.change_state("configure")
+        failure = [line for line in node.log().splitlines() if "configure failed" in line][-1]
+        assert "'jamba' model cannot take back rejected draft tokens" in failure and "Mamba" in failure, failure
+        assert lc.get_state() == "unconfigured" and node.alive()
+
+
+def _make_jamba(folder: Path) -> None:
+    """Replace the model in ``folder`` (keeping its tokenizer) by a tiny random Jamba of its vocabulary."""
+    from transformers import JambaConfig, JambaForCausalLM
+
+    vocab = json.loads((folder / "config.json").read_text())["vocab_size"]
+    (folder / "model.safetensors").unlink()  # hard-linked to the bundled zoo: never written through
+    JambaForCausalLM(JambaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2, attn_layer_period=2,
+                                 attn_layer_offset=1, num_experts=1, mamba_d_state=4)).save_pretrained(folder)
 
 
 def test_autostart_configures_and_activates(client_node, params_file) -> None:
