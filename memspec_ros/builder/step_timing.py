@@ -1,9 +1,9 @@
 """Inference step timing on this machine: the physics check of speculative decoding.
 
-Measured exactly as the runtime decodes: plain transformers forward, batch 1, fp32, a KV
-cache prefilled with a ~96-token context, then a 1-token step (draft) or a 5-token verify
-step (target); the cache is cropped back after each call so every sample sees the same
-context length. We take the median of each block of calls and report the lowest of three
+Measured exactly as the runtime decodes: the node's own draft forward and target scorer,
+batch 1, a KV cache prefilled with a ~96-token context, then a 1-token step (draft) or a
+5-token verify step (target); the cache is rolled back after each call so every sample sees
+the same context length. We take the median of each block of calls and report the lowest of three
 block medians: the machine is shared, and a block that overlapped another job's burst
 measures that job, not the model.
 """
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 
 import torch
-from transformers import DynamicCache, PreTrainedModel
+from transformers import PreTrainedModel
 
 
 def _tokens(vocab: int, context: int, n_new: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -24,14 +24,17 @@ def _tokens(vocab: int, context: int, n_new: int, seed: int) -> tuple[torch.Tens
 
 
 def _target_call(model: PreTrainedModel, prefix: torch.Tensor, new: torch.Tensor) -> Callable[[], None]:
-    """One forward of ``new`` on a cache prefilled with ``prefix``, cropped back after each call."""
-    cache = DynamicCache(config=model.config)
-    model(input_ids=prefix, cache=cache, use_cache=True)
-    n_new = new.shape[1]
+    """One verify pass of ``new`` after ``prefix`` as the runtime scores it (the node's
+    :class:`~memspec_ros.core.scorer.TargetScorer`), rolled back after each call."""
+    from memspec_ros.core.scorer import TargetScorer
+
+    scorer = TargetScorer(model)
+    scorer.prefill(prefix[0].tolist())
+    block = new[0].tolist()
 
     def call() -> None:
-        model(input_ids=new, cache=cache, use_cache=True)
-        cache.crop(-n_new)
+        scorer.score(block)
+        scorer.rollback(len(block))
     return call
 
 

@@ -136,3 +136,11 @@ def test_a_model_without_attention_heads_is_refused_when_sized(tmp_path) -> None
     folder = save(mamba, tokenizer, tmp_path / "mamba")
     with pytest.raises(ModelConfigError, match=r"state-space model such as Mamba.*cannot serve speculative"):
         inspect_footprint(folder, allowed_roots=[tmp_path])
+
+
+def test_memspec_build_times_an_lfm2_target_as_the_runtime_scores_it(models) -> None:
+    """Sizing timed the verify pass on a bare cache and cropped it, which a conv layer refuses
+    unless it records its past: ``memspec_build drafts`` failed on an LFM2 target."""
+    from memspec_ros.builder.step_timing import step_ms
+
+    assert step_ms(models["lfm2"], 5, context=16, reps=2, blocks=1) > 0
