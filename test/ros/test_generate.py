@@ -11,10 +11,12 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from action_msgs.msg import GoalStatus
 from diagnostic_msgs.msg import DiagnosticArray
 from memspec_interfaces.action import Generate
 from memspec_interfaces.msg import AcceptanceStats, ChatMessage, DraftResidency, DraftState
 from prompts import CODE_PROMPT, LEGAL_PROMPT, LONG_TOKENS, MATH_PROMPT, ROBOT_PROMPT
+from rclpy.action import ActionClient
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
@@ -115,6 +117,37 @@ def test_one_shot_greedy_output_is_the_targets(served, zoo_engine) -> None:
         zoo_engine.target_greedy(prompt, 40), skip_special_tokens=True, clean_up_tokenization_spaces=False
     )
     assert call.result.text == expected
+
+
+def _wait_future(future, timeout_s: float = 120.0):
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    assert done.wait(timeout_s), "no answer"
+    return future.result()
+
+
+def test_a_plain_rclpy_action_client_with_default_qos_is_served(served, client_node, zoo_engine) -> None:
+    """A robot stack's own client: rclpy's ActionClient, every QoS left at its default, feedback
+    through the goal's callback. It gets the target's greedy text, streamed, and a rejection
+    as a goal that is not accepted."""
+    client = ActionClient(client_node, Generate, "/memspec/generate")
+    try:
+        assert client.wait_for_server(30.0)
+        prompt = "USER: Please bring the red cup to the kitchen.\nROBOT:"
+        deltas: list[str] = []
+        handle = _wait_future(client.send_goal_async(make_goal(prompt, 32),
+                                                     feedback_callback=lambda f: deltas.append(f.feedback.delta)))
+        assert handle.accepted
+        response = _wait_future(handle.get_result_async())
+        assert response.status == GoalStatus.STATUS_SUCCEEDED, response.result.message
+        expected = zoo_engine.tokenizer.decode(zoo_engine.target_greedy(prompt, 32), skip_special_tokens=True,
+                                               clean_up_tokenization_spaces=False)
+        assert response.result.text == expected
+        assert deltas and expected.startswith("".join(deltas))  # rclpy drops feedback after the result
+        rejected = _wait_future(client.send_goal_async(make_goal("bell\x07", 8)))
+        assert not rejected.accepted
+    finally:
+        client.destroy()
 
 
 def _callback_calls(msg: DiagnosticArray) -> dict[str, int]:
