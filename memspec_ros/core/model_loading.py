@@ -168,7 +168,35 @@ def load_tokenizer(
             str(directory), local_files_only=True, trust_remote_code=False
         )
     except Exception as exc:
-        raise ModelLoadError(f"could not load a tokenizer from {str(directory)!r}: {exc}") from exc
+        raise ModelLoadError(f"could not load a tokenizer from {str(directory)!r}: {str(exc).rstrip('.')}"
+                             f"{_sentencepiece_hint(directory)}") from exc
+
+
+def _sentencepiece_hint(directory: Path) -> str:
+    """What to do when a SentencePiece-only tokenizer cannot be converted here (else empty).
+
+    Such a folder (``tokenizer.model``, no ``tokenizer.json``: OpenLLaMA, many Llama 2
+    fine-tunes) is converted on load, which needs ``sentencepiece`` and ``protobuf``; without
+    them transformers tries its other readers and reports the last one's complaint (tiktoken).
+    """
+    import importlib.util
+
+    def importable(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:  # its parent package is missing
+            return False
+
+    if (directory / "tokenizer.json").is_file() or not (directory / "tokenizer.model").is_file():
+        return ""
+    missing = [package for package, module in (("sentencepiece", "sentencepiece"), ("protobuf", "google.protobuf"))
+               if not importable(module)]
+    if not missing:
+        return ""
+    return (f". This tokenizer is a SentencePiece model (tokenizer.model, no tokenizer.json); converting it "
+            f"needs {' and '.join(missing)}: `pip install {' '.join(missing)}` (requirements.txt lists them), or "
+            "write its tokenizer.json once where they are installed: AutoTokenizer.from_pretrained(folder)"
+            ".save_pretrained(folder)")
 
 
 def _tokenizer_class(directory: Path) -> str | None:

@@ -55,3 +55,27 @@ def test_a_named_tokenizer_class_is_still_honoured(tmp_path) -> None:
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": "GPT2Tokenizer"}))
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     assert type(load_tokenizer(tmp_path)).__name__ == "GPT2Tokenizer"
+
+
+def test_a_sentencepiece_only_tokenizer_is_converted_and_agrees_with_sentencepiece(tmp_path) -> None:
+    """OpenLLaMA and many Llama 2 fine-tunes ship ``tokenizer.model`` and no ``tokenizer.json``:
+    loading converts it (sentencepiece and protobuf are in requirements.txt); without them the
+    load failed with transformers' last fallback's complaint, "tiktoken is required"."""
+    import sentencepiece as spm
+
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(TEXTS * 30))
+    spm.SentencePieceTrainer.train(input=str(text), model_prefix=str(tmp_path / "m"), vocab_size=400,
+                                   model_type="bpe", byte_fallback=True, character_coverage=1.0, pad_id=0,
+                                   unk_id=1, bos_id=2, eos_id=3, minloglevel=2)
+    folder = tmp_path / "target"
+    folder.mkdir()
+    (tmp_path / "m.model").rename(folder / "tokenizer.model")
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}))
+    tokenizer = load_tokenizer(folder)
+    reference = spm.SentencePieceProcessor(model_file=str(folder / "tokenizer.model"))
+    sentence = "USER: bring the red cup from the kitchen"
+    assert tokenizer(sentence, add_special_tokens=False)["input_ids"] == reference.encode(sentence)
+    assert tokenizer.decode(tokenizer(sentence)["input_ids"], skip_special_tokens=True) == sentence
+    assert (tokenizer.bos_token_id, tokenizer.eos_token_id) == (2, 3)
