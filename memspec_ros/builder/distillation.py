@@ -57,12 +57,13 @@ def distill(student: PreTrainedModel, teacher: PreTrainedModel, sampler: BatchSo
     best = BestWeights(check) if check is not None else None
     bar = budget_bar(spec.seconds, name)
     t0 = time.time()
-    step, ema = 0, None
+    step, ema, last_step_s = 0, None, 0.0
     next_check = 0.0
-    while (elapsed := time.time() - t0) < spec.seconds:
+    while spec.another_step_fits(step, elapsed := time.time() - t0, last_step_s):
         if best is not None and elapsed >= next_check:
             best.offer(student, elapsed)
             next_check = elapsed + spec.seconds / max(1, checks)
+        step_start = time.time()  # after the check: a step's length excludes the occasional check
         lr = lr_at(elapsed / spec.seconds, spec.peak_lr, warmup=0.05)
         for g in opt.param_groups:
             g["lr"] = lr
@@ -76,6 +77,7 @@ def distill(student: PreTrainedModel, teacher: PreTrainedModel, sampler: BatchSo
         torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
         opt.step()
         step += 1
+        last_step_s = time.time() - step_start
         ema = loss.item() if ema is None else 0.9 * ema + 0.1 * loss.item()
         advance_to(bar, time.time() - t0)
         bar.set_postfix_str(f"kl {ema:.3f}", refresh=False)

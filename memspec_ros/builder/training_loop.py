@@ -48,6 +48,15 @@ class TrainSpec:
         """Fraction of the budget spent, which drives the learning-rate schedule."""
         return step / self.steps if self.steps else elapsed / self.seconds
 
+    def another_step_fits(self, step: int, elapsed: float, last_step_s: float) -> bool:
+        """Whether to take one more step: by count, or when one more step as long as the last
+        one still ends within the time budget (the first step always runs). Why not just
+        ``elapsed < seconds``: with a 150k-token vocabulary a step takes 3-4 s, and a phase
+        overran its budget by a whole step."""
+        if self.steps:
+            return step < self.steps
+        return step == 0 or elapsed + last_step_s < self.seconds
+
 
 def make_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
     """AdamW with weight decay on matrices only (norms/biases are not decayed)."""
@@ -91,9 +100,9 @@ def train(model: PreTrainedModel, objective: Objective | WindowSampler, spec: Tr
     opt = make_optimizer(model, spec.peak_lr)
     bar = budget_bar(spec.steps or spec.seconds, name, "steps" if spec.steps else "s")
     t0 = time.time()
-    step, tokens, ema = 0, 0, None
-    while (progress := spec.progress(step, elapsed := time.time() - t0)) < 1.0:
-        lr = lr_at(progress, spec.peak_lr)
+    step, tokens, ema, last_step_s = 0, 0, None, 0.0
+    while spec.another_step_fits(step, elapsed := time.time() - t0, last_step_s):
+        lr = lr_at(spec.progress(step, elapsed), spec.peak_lr)
         for g in opt.param_groups:
             g["lr"] = lr
         with training_autocast():
@@ -103,6 +112,7 @@ def train(model: PreTrainedModel, objective: Objective | WindowSampler, spec: Tr
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
+        last_step_s = time.time() - t0 - elapsed
         tokens += n_tokens
         ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
         advance_to(bar, step if spec.steps else time.time() - t0)

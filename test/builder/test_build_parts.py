@@ -224,3 +224,16 @@ def test_drafts_are_saved_in_a_16_bit_targets_dtype(tmp_path: Path) -> None:
     half = _export_draft(tmp_path / "checkpoint", tmp_path / "bf16", bf16_target, "draft-x")
     assert json.loads((tmp_path / "bf16" / "config.json").read_text())["dtype"] == "bfloat16"
     assert half["bytes"] < 0.6 * full["bytes"]
+
+
+def test_a_time_budget_takes_another_step_only_when_it_fits() -> None:
+    """A phase stops before a step that would overrun its budget (a 150k-token vocabulary made
+    steps 3-4 s, and phases overran by one); the first step always runs; a step budget counts."""
+    from memspec_ros.builder.training_loop import TrainSpec
+
+    timed = TrainSpec(10.0, 1e-3, 4, 32, 0)
+    assert timed.another_step_fits(0, 0.0, 0.0) and timed.another_step_fits(0, 12.0, 0.0)  # first step
+    assert timed.another_step_fits(5, 5.9, 4.0) and not timed.another_step_fits(5, 6.5, 4.0)
+    assert not timed.another_step_fits(9, 10.0, 0.0) and timed.another_step_fits(9, 9.8, 0.1)
+    counted = TrainSpec(0.0, 1e-3, 4, 32, 0, steps=3)
+    assert counted.another_step_fits(2, 100.0, 50.0) and not counted.another_step_fits(3, 0.0, 0.0)
