@@ -27,6 +27,8 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache, PretrainedConfig, PreTrainedModel
 from transformers.cache_utils import (
+    DummyLayer,
+    DynamicIndexedLayer,
     DynamicLayer,
     DynamicSlidingWindowLayer,
     LinearAttentionAndFullAttentionLayer,
@@ -37,9 +39,11 @@ from transformers.cache_utils import (
 
 from memspec_ros.core.errors import ModelConfigError
 
-_KNOWN_LAYERS = (DynamicLayer, DynamicSlidingWindowLayer, LinearAttentionLayer,
+_KNOWN_LAYERS = (DynamicLayer, DynamicIndexedLayer, DynamicSlidingWindowLayer, DummyLayer, LinearAttentionLayer,
                  LinearAttentionAndFullAttentionLayer, LinearAttentionAndSlidingWindowAttentionLayer)
-"""Layer classes whose rollback is understood here (exact types: a subclass may keep more)."""
+"""Layer classes whose rollback is understood here (exact types: a subclass may keep more).
+``DynamicIndexedLayer`` is full attention plus an indexer its own ``crop`` trims (DeepSeek
+V3.2); ``DummyLayer`` holds nothing (MLP-only layers, layers reading a shared cache)."""
 
 
 def new_cache(config: PretrainedConfig) -> DynamicCache:
@@ -66,7 +70,9 @@ def _why_unrollable(layer: object) -> str | None:
     if isinstance(layer, LinearAttentionCacheLayerMixin):
         if any(layer.is_recurrent_states_initialized.values()):
             return "a recurrent (state-space or linear-attention) state, which cannot give tokens back"
-        if _conv_states(layer) and not layer.record_past:
+        if not _conv_states(layer):  # fed, yet empty: the model keeps the state elsewhere (RecurrentGemma)
+            return "a recurrent state kept outside the cache, which cannot give tokens back"
+        if not layer.record_past:
             return "conv states that do not record their past"
     return None
 
@@ -75,7 +81,7 @@ def unrollable_layers(cache: DynamicCache) -> dict[int, str]:
     """Layer index -> why it cannot take back positions, for a cache some tokens were fed to.
 
     Linear-attention layers create their states on the first forward, so an empty cache
-    tells nothing: feed a token or two first.
+    tells nothing (and its linear layers read as unrollable): feed a token or two first.
     """
     reasons = {i: _why_unrollable(layer) for i, layer in enumerate(cache.layers)}
     return {i: why for i, why in reasons.items() if why is not None}
@@ -138,10 +144,12 @@ def rollback_blockers(model: PreTrainedModel) -> dict[int, str]:
     try:
         with torch.inference_mode():
             model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
-            cache.crop(0)
+        if blockers := unrollable_layers(cache):
+            return blockers
+        cache.crop(0)
     except Exception as exc:  # any failure means: this cache cannot be rolled back here
         return {-1: f"its cache cannot be trimmed after a forward ({type(exc).__name__}: {exc})"}
-    return unrollable_layers(cache)
+    return {}
 
 
 def require_rollback(model: PreTrainedModel, source: object) -> None:

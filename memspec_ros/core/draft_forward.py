@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from transformers import LlamaForCausalLM, PreTrainedModel, Qwen2ForCausalLM
 
+from memspec_ros.core.cache_bytes import cache_nbytes
 from memspec_ros.core.cache_rollback import can_drop, has_windowed_layers, keep_reserve, new_cache
 from memspec_ros.knobs import K
 
@@ -99,18 +100,18 @@ class HFDraftForward:
             self._cache.crop(-drop)
             del self._tokens[length:]
             self.length = length
-        else:  # a sliding window already forgot what the shorter sequence needs: rebuild it
+        else:  # a window forgot what the shorter sequence needs, or a recurrent state: rebuild
             kept = self._tokens[:length]
             self.truncate(0)
             self.feed(kept)
 
-    def kv(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Per layer what it holds (a sliding layer: its window plus the rollback reserve)."""
-        return [(layer.keys, layer.values) for layer in self._cache.layers]
+    def kv(self) -> list[tuple[torch.Tensor | None, torch.Tensor | None]]:
+        """Per layer its keys and values (a sliding layer: its window plus the rollback reserve;
+        a conv or shared layer: None)."""
+        return [(getattr(layer, "keys", None), getattr(layer, "values", None)) for layer in self._cache.layers]
 
     def cache_nbytes(self) -> int:
-        return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in self.kv()
-                   if k is not None)
+        return cache_nbytes(self._cache)
 
 
 class LlamaDraftForward:

@@ -16,12 +16,14 @@ on the hottest path of a round.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedModel
 
+from memspec_ros.core.cache_bytes import cache_nbytes
 from memspec_ros.core.cache_rollback import can_drop, has_windowed_layers, new_cache
 from memspec_ros.core.output_head import causal_lm_forward, has_plain_head
 
@@ -44,7 +46,8 @@ class TargetScorer:
 
     It also keeps the token ids its cache covers: a cache with sliding-window layers cannot
     always undo a long stretch (:meth:`truncate` after a failed turn), and then it is rebuilt
-    from them.
+    from them. So is a cache a forward failed in (an out-of-memory error half-way): some layers
+    may hold positions no kept id stands for, and only a rebuild is sure to be exact.
     """
 
     def __init__(self, model: PreTrainedModel) -> None:
@@ -55,6 +58,8 @@ class TargetScorer:
         self.cache = new_cache(model.config)
         self._windowed = has_windowed_layers(self.cache)
         self._tokens: list[int] = []
+        self._dirty = False
+        """A forward raised: the cache may hold more than ``_tokens`` says (rebuilt on truncate)."""
 
     @property
     def cache_length(self) -> int:
@@ -63,25 +68,20 @@ class TargetScorer:
 
     @property
     def cache_bytes(self) -> int:
-        """Bytes the KV cache holds (keys and values of every layer): what a kept dialogue costs."""
-        total = 0
-        for layer in getattr(self.cache, "layers", ()):
-            for tensor in (getattr(layer, "keys", None), getattr(layer, "values", None)):
-                if isinstance(tensor, torch.Tensor):
-                    total += tensor.numel() * tensor.element_size()
-        return total
+        """Bytes the cache holds (keys, values, conv states of every layer): what a kept dialogue costs."""
+        return cache_nbytes(self.cache)
 
     def truncate(self, length: int) -> None:
         """Keep only the first ``length`` positions (undo a turn that failed half-way)."""
         if length < 0:
             raise ValueError(f"cannot truncate the cache to a negative length ({length})")
         drop = len(self._tokens) - length
-        if drop <= 0:
+        if drop <= 0 and not self._dirty:
             return
-        if can_drop(self.cache, drop):
+        if not self._dirty and can_drop(self.cache, drop):
             self.cache.crop(-drop)  # this cache's crop takes a negative count
             del self._tokens[length:]
-        else:  # a window already forgot what the shorter sequence needs, or a recurrent state: rebuild
+        else:  # a window forgot what the shorter sequence needs, a recurrent state, a failed forward
             kept = self._tokens[:length]
             self.reset()
             self.prefill(kept)
@@ -90,6 +90,7 @@ class TargetScorer:
         """Forget the whole sequence."""
         self.cache = new_cache(self.model.config)
         self._tokens = []
+        self._dirty = False
 
     @torch.inference_mode()
     def prefill(self, token_ids: Sequence[int]) -> None:
@@ -97,7 +98,8 @@ class TargetScorer:
         if not token_ids:
             return
         ids = torch.tensor([list(token_ids)], dtype=torch.long, device=self._device)
-        self._decoder(input_ids=ids, cache=self.cache, use_cache=True)  # the same cache a full forward fills
+        with self._forward_guard():
+            self._decoder(input_ids=ids, cache=self.cache, use_cache=True)  # the cache a full forward fills
         self._tokens.extend(token_ids)
         if self._windowed:
             self.cache.crop(0)  # trim recording sliding layers back to their window
@@ -106,13 +108,23 @@ class TargetScorer:
     def score(self, token_ids: Sequence[int]) -> TargetScores:
         """Append ``token_ids`` to the cache and return logits/hidden states for each of them."""
         ids = torch.tensor([list(token_ids)], dtype=torch.long, device=self._device)
-        if self._head is not None:
-            hidden = self._decoder(input_ids=ids, cache=self.cache, use_cache=True).last_hidden_state[0]
-            logits = self._head(hidden)
-        else:
-            logits, hidden = causal_lm_forward(self.model, ids, self.cache)
+        with self._forward_guard():
+            if self._head is not None:
+                hidden = self._decoder(input_ids=ids, cache=self.cache, use_cache=True).last_hidden_state[0]
+                logits = self._head(hidden)
+            else:
+                logits, hidden = causal_lm_forward(self.model, ids, self.cache)
         self._tokens.extend(token_ids)
         return TargetScores(logits=logits.float(), hidden=hidden)
+
+    @contextmanager
+    def _forward_guard(self) -> Iterator[None]:
+        """Mark the cache dirty when a forward raises (it may have written some layers)."""
+        try:
+            yield
+        except BaseException:
+            self._dirty = True
+            raise
 
     def rollback(self, n_tokens: int) -> None:
         """Drop the last ``n_tokens`` positions from the cache (rejected proposals).
@@ -125,7 +137,7 @@ class TargetScorer:
         """
         if n_tokens < 0:
             raise ValueError(f"cannot roll back a negative number of tokens ({n_tokens})")
-        if n_tokens and not can_drop(self.cache, n_tokens):
+        if self._dirty or (n_tokens and not can_drop(self.cache, n_tokens)):
             self.truncate(len(self._tokens) - n_tokens)
             return
         if n_tokens or self._windowed:

@@ -28,6 +28,10 @@ class RaceFreeActionClient(ActionClient):
         return self._early_lock
 
     @_lock.setter
-    def _lock(self, _late_lock: threading.Lock) -> None:
+    def _lock(self, late_lock: threading.Lock) -> None:
         """Ignore the lock ``ActionClient.__init__`` makes last: the executor may already hold
-        the early one, and two locks would no longer exclude each other."""
+        the early one, and two locks would no longer exclude each other. A lock of another
+        kind (an ``RLock`` taken re-entrantly) would deadlock on ours: refuse it loudly."""
+        if type(late_lock) is not type(self._early_lock):
+            raise TypeError(f"rclpy's ActionClient now makes a {type(late_lock).__name__} lock; make "
+                            "RaceFreeActionClient create the same kind (or drop it if ros2/rclpy#1589 is fixed)")

@@ -14,26 +14,43 @@ again rebuilds the wait set, and messages that arrived meanwhile are still queue
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from rclpy.executors import Executor, ExternalShutdownException
+
+FIRST_BACKOFF_S = 0.01
+"""Pause after an error that follows a quiet spell (rclpy's races are one-offs: barely felt)."""
+MAX_BACKOFF_S = 2.0
+"""Longest pause between spins while an error keeps coming back."""
+QUIET_S = 10.0
+"""An error after this long without one starts the backoff again from the first pause."""
 
 
 def spin_until_stopped(executor: Executor, stop: threading.Event,
                        on_error: Callable[[Exception], None]) -> None:
     """Spin ``executor`` until ``stop`` is set, the executor is shut down or ROS shuts down.
 
-    ``on_error`` is told each exception that spinning survived (to log it). An external ROS
-    shutdown sets ``stop``, so the caller's main loop sees it.
+    ``on_error`` is told each exception that spinning survived (to log it). After an error the
+    next spin waits a little, doubling up to :data:`MAX_BACKOFF_S` while errors repeat: an error
+    that comes back on every wait-set build would otherwise spin a core and flood the log.
+    ``stop`` is set when spinning ends for any reason, so the caller's main loop sees it.
     """
-    while not stop.is_set():
-        try:
-            executor.spin()
-            return
-        except ExternalShutdownException:
-            stop.set()
-            return
-        except Exception as exc:
-            if stop.is_set() or not executor.context.ok():
+    errors, last_error = 0, 0.0
+    try:
+        while not stop.is_set():
+            try:
+                executor.spin()
                 return
-            on_error(exc)
+            except ExternalShutdownException:
+                return
+            except Exception as exc:
+                if stop.is_set() or not executor.context.ok():
+                    return
+                on_error(exc)
+                now = time.monotonic()
+                errors = errors + 1 if now - last_error < QUIET_S else 1
+                last_error = now
+                stop.wait(min(FIRST_BACKOFF_S * 2 ** (errors - 1), MAX_BACKOFF_S))
+    finally:
+        stop.set()

@@ -144,3 +144,61 @@ def test_memspec_build_times_an_lfm2_target_as_the_runtime_scores_it(models) -> 
     from memspec_ros.builder.step_timing import step_ms
 
     assert step_ms(models["lfm2"], 5, context=16, reps=2, blocks=1) > 0
+
+
+def test_a_state_kept_outside_the_cache_is_named_not_a_crash_in_crop(models) -> None:
+    """RecurrentGemma keeps its recurrent state on its modules: its cache layers stay empty,
+    which once read as "nothing to roll back" and then crashed in transformers' crop."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.for_model("recurrent_gemma", vocab_size=len(models["tokenizer"]), hidden_size=32,
+                                  intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, lru_width=32,
+                                  attention_window_size=8, block_types=["recurrent", "attention"])
+    blockers = rollback_blockers(AutoModelForCausalLM.from_config(config).eval())
+    assert blockers == {0: "a recurrent state kept outside the cache, which cannot give tokens back"}
+
+
+def test_layers_that_hold_nothing_always_roll_back() -> None:
+    from transformers import DynamicCache
+    from transformers.cache_utils import DummyLayer, DynamicLayer
+
+    cache = DynamicCache()
+    cache.layers = [DummyLayer(), DynamicLayer()]
+    cache.layers[1].update(torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4))
+    assert can_drop(cache, 3)
+
+
+def test_conv_states_count_in_cache_bytes(models) -> None:
+    from memspec_ros.core.scorer import TargetScorer
+
+    draft = DraftProposer(models["lfm2"], "lfm2")
+    draft.propose(list(range(5, 15)), 2, SamplingParams())
+    scorer = TargetScorer(models["lfm2"])
+    scorer.prefill(list(range(5, 15)))
+    attention_only = sum(layer.keys.numel() * layer.keys.element_size() * 2 for layer in scorer.cache.layers
+                         if hasattr(layer, "keys"))
+    assert scorer.cache_bytes > attention_only > 0 and draft.cache_nbytes() > 0
+
+
+def test_a_forward_that_failed_half_way_is_rebuilt_not_trusted(models) -> None:
+    """An error inside the last layer (out of memory, say) leaves earlier layers holding
+    positions no kept id stands for; undoing the turn must not keep them."""
+    from memspec_ros.core.scorer import TargetScorer
+
+    model = models["llama"]
+    scorer = TargetScorer(model)
+    prompt = list(range(5, 15))
+    scorer.prefill(prompt)
+
+    def fail(*_args: object) -> None:
+        raise RuntimeError("injected: out of memory")
+
+    hook = model.model.layers[-1].register_forward_pre_hook(fail)
+    try:
+        with pytest.raises(RuntimeError, match="injected"):
+            scorer.score([20, 21, 22])
+    finally:
+        hook.remove()
+    scorer.truncate(len(prompt))  # what a failed turn's restore does
+    got = scorer.score([30]).logits[-1]
+    torch.testing.assert_close(got, _fresh_logits(model, [*prompt, 30]), atol=1e-5, rtol=1e-4)
