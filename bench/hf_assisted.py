@@ -101,7 +101,7 @@ def run_hf_assisted(testbed: Testbed, trace: DialogueTraces, draft: str, k: int,
     that draft on the trace under the same schedule (the same greedy rules; transformers' default
     confidence threshold may end a proposal early, which this does not model); the time is measured.
     """
-    assistant = testbed.proposers[draft].model
+    assistant = testbed.assistant(draft)
     saved = assistant.generation_config
     assistant.generation_config = assistant_config(saved, k, schedule)
     wall = 0.0
@@ -127,7 +127,7 @@ def run_hf_assisted(testbed: Testbed, trace: DialogueTraces, draft: str, k: int,
 
 def warm_up_hf(testbed: Testbed, trace: DialogueTraces, draft: str, k: int) -> None:
     """One short untimed assisted call, so that lazy initialisation is not charged to the first session."""
-    assistant = testbed.proposers[draft].model
+    assistant = testbed.assistant(draft)
     saved = assistant.generation_config
     assistant.generation_config = assistant_config(saved, k)
     try:

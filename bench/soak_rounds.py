@@ -220,6 +220,7 @@ def _simulator(engine, catalogue, policy, by_domain: dict[str, list[str]],
     """A simulator over exact traces of four six-turn, topic-shifting sessions of the zoo."""
     from memspec_ros.core.model_loading import load_causal_lm
     from memspec_ros.core.proposer import DraftProposer
+    from memspec_ros.core.token_map import load_token_map
     from memspec_ros.runtime import Budget, RuntimeConfig
     from memspec_ros.runtime.cost_model import measure_cost_model
     from memspec_ros.runtime.traces import record_dialogue
@@ -227,8 +228,8 @@ def _simulator(engine, catalogue, policy, by_domain: dict[str, list[str]],
 
     drafts = {spec.name: load_causal_lm(spec.path) for spec in catalogue}
     sessions = multi_domain_dialogues(by_domain, sessions=4, turns=6, max_new_tokens=max_new_tokens, seed=0)
-    traces = [record_dialogue(engine, drafts, turns, name=f"soak-{i}") for i, turns in enumerate(sessions)]
-    proposers = {name: DraftProposer(model, name) for name, model in drafts.items()}
+    proposers = {s.name: DraftProposer(drafts[s.name], s.name, load_token_map(s.path)) for s in catalogue}
+    traces = [record_dialogue(engine, proposers, turns, name=f"soak-{i}") for i, turns in enumerate(sessions)]
     context = engine.encode(sessions[0][0].prompt)
     cost = measure_cost_model(engine.target, proposers, context, 4, load_s={n: 0.05 for n in drafts})
     return Simulator(catalogue, Budget.drafts(2), policy, cost, RuntimeConfig()), traces

@@ -7,14 +7,16 @@ runtime's loader (that is the thing being measured), with the same materialiser 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from memspec_ros.core.engine import SpeculativeEngine
-from memspec_ros.core.model_loading import configure_threads, load_causal_lm, load_tokenizer
+from memspec_ros.core.model_loading import configure_threads, load_causal_lm, load_tokenizer, weight_files
 from memspec_ros.core.proposer import DraftProposer
+from memspec_ros.core.token_map import TokenMap
 from memspec_ros.runtime import Catalogue, load_catalogue_file, make_materializer, zoo_fingerprint
 from memspec_ros.runtime.catalogue_file import CatalogueFileError
 from memspec_ros.runtime.loader import Materializer
@@ -37,11 +39,18 @@ class Testbed:
     """Hash of the target's and drafts' weights: cached traces are only valid for it."""
     threads: int
     """torch intra-op threads the headline decodes with."""
+    _assistants: dict[str, torch.nn.Module] = field(default_factory=dict, repr=False)
 
-    @property
-    def drafts(self) -> dict[str, torch.nn.Module]:
-        """Draft models by name (for teacher-forced traces and assisted generation)."""
-        return {n: p.model for n, p in self.proposers.items()}
+    def assistant(self, name: str) -> torch.nn.Module:
+        """Draft ``name`` as transformers' assisted generation takes it: over the target's whole
+        vocabulary. A subset draft (:mod:`memspec_ros.core.token_map`) is expanded once: every
+        target token outside its subset reads its 'other' embedding and gets a logit 1e4 below
+        the rest, so the expanded model's greedy proposals are exactly the subset draft's."""
+        if name not in self._assistants:
+            proposer = self.proposers[name]
+            self._assistants[name] = (proposer.model if proposer.token_map is None
+                                      else _full_vocabulary(proposer.model, proposer.token_map))
+        return self._assistants[name]
 
     def domain_proposer(self, turn: Turn) -> DraftProposer | None:
         """The turn's own domain draft (speeds up recording a trace; the output is the target's)."""
@@ -50,7 +59,7 @@ class Testbed:
 
     def target_nbytes(self) -> int:
         """Bytes of the target's weight files on disk."""
-        return sum(p.stat().st_size for p in self.target_path.glob("*.safetensors"))
+        return sum(p.stat().st_size for p in weight_files(self.target_path))
 
 
 def load_testbed(catalogue: Path, threads: int | None) -> Testbed:
@@ -73,3 +82,22 @@ def load_testbed(catalogue: Path, threads: int | None) -> Testbed:
     return Testbed(catalogue_file=models.source, target_path=models.target, engine=engine, catalogue=catalogue,
                    proposers=proposers, materialize=materialize, predictor_path=models.predictor,
                    fingerprint=fingerprint, threads=threads or torch.get_num_threads())
+
+
+def _full_vocabulary(model: torch.nn.Module, token_map: TokenMap) -> torch.nn.Module:
+    """A copy of subset draft ``model`` whose embedding and head cover the target's vocabulary."""
+    full = copy.deepcopy(model)
+    inside = torch.zeros(token_map.target_vocab_size, dtype=torch.bool)
+    inside[token_map.draft_to_target] = True
+    rows = token_map.target_to_draft  # each target id's draft row ('other' outside the subset)
+    with torch.no_grad():
+        embedding = full.get_input_embeddings().weight[rows].clone()
+        full.set_input_embeddings(torch.nn.Embedding.from_pretrained(embedding, freeze=True))
+        weight = full.get_output_embeddings().weight[rows].clone()
+        head = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=True, dtype=weight.dtype)
+        head.weight.copy_(weight)
+        head.bias.copy_(torch.where(inside, 0.0, -1e4).to(weight.dtype))
+        full.set_output_embeddings(head)
+    full.config.vocab_size = token_map.target_vocab_size
+    full.config.tie_word_embeddings = False
+    return full.eval()

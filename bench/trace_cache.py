@@ -92,7 +92,7 @@ def _conversation_trace(testbed: Testbed, turns: Sequence[Turn], name: str, cach
     if trace is not None:
         trace.name = name
         return trace, True
-    trace = record_dialogue(testbed.engine, testbed.drafts, list(turns), name=name, helper=testbed.domain_proposer,
+    trace = record_dialogue(testbed.engine, testbed.proposers, list(turns), name=name, helper=testbed.domain_proposer,
                            k=k)
     trace.save(path)
     return trace, False

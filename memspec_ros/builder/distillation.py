@@ -24,6 +24,7 @@ from memspec_ros.builder.progress import advance_to, budget_bar
 from memspec_ros.builder.schedule import lr_at
 from memspec_ros.builder.training_loop import TrainSpec, make_optimizer
 from memspec_ros.builder.validation import BestWeights, Check
+from memspec_ros.core.token_map import TokenMap, draft_inputs
 
 
 class BatchSource(Protocol):
@@ -43,12 +44,14 @@ def kl_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch
 
 def distill(student: PreTrainedModel, teacher: PreTrainedModel, sampler: BatchSource,
             spec: TrainSpec, out_dir: Path, name: str, *, check: Check | None = None,
-            checks: int = 10) -> dict[str, float]:
+            checks: int = 10, token_map: TokenMap | None = None) -> dict[str, float]:
     """Run KL distillation for ``spec.seconds``, save the student, return summary stats.
 
     With ``check``, the student is scored before the first step, every ``1/checks`` of the
     budget and at the end, and the best-scoring weights are the ones saved
     (:mod:`memspec_ros.builder.validation` says why); without it, the last weights are.
+    With ``token_map`` the student is a subset draft: it reads the batch in its own ids and
+    learns the target's distribution over the subset plus the mass of every other token.
     """
     torch.manual_seed(spec.seed)
     teacher.eval()
@@ -71,7 +74,9 @@ def distill(student: PreTrainedModel, teacher: PreTrainedModel, sampler: BatchSo
         with training_autocast():
             with torch.inference_mode():
                 teacher_logits = teacher(input_ids=inputs).logits.float()
-            loss = kl_loss(student(input_ids=inputs).logits, teacher_logits.clone())
+                if token_map is not None:
+                    teacher_logits = token_map.teacher_log_probs(teacher_logits)
+            loss = kl_loss(student(input_ids=draft_inputs(inputs, token_map)).logits, teacher_logits.clone())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)

@@ -79,6 +79,7 @@ from memspec_ros.builder.target_folder import (
 from memspec_ros.builder.training_loop import TrainSpec, train
 from memspec_ros.builder.validation import AgreementCheck, Check, continuation_rows
 from memspec_ros.builder.windows import WindowSampler, token_array
+from memspec_ros.core.token_map import TOKEN_MAP_FILE, TokenMap, load_token_map
 
 PHASES: tuple[tuple[str, float], ...] = (("pretrain", 0.27), ("distill-corpus", 0.40),
                                          ("distill-continuations", 0.33))
@@ -137,7 +138,15 @@ class DraftSettings:
     general_units: float = 0.0
     """Budget units of the general draft (a domain draft gets one); 0: ``GENERAL_UNITS`` when the
     specialists start from it, else one."""
+    draft_vocab: int = 0
+    """Subset drafts: they predict only this many of the target's tokens, the most frequent in the
+    training text (:mod:`memspec_ros.core.token_map`); 0, or at least the target's vocabulary:
+    every token."""
     seed: int = 0
+
+    def draft_vocab_size(self, target: TargetInfo) -> int:
+        """The drafts' logit count: the subset plus 'other', or the target's whole vocabulary."""
+        return self.draft_vocab + 1 if 0 < self.draft_vocab < target.logit_width else target.logit_width
 
     def draft_seconds(self, domains: int) -> tuple[float, float]:
         """Training seconds of one domain draft and of the general draft."""
@@ -176,8 +185,9 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
                          f"{settings.specialists_from!r}")
     overrides = _shape_overrides(settings, all_drafts)  # a bad --draft-shape fails before minutes of sizing
     # before anything is written: room for the smallest drafts; after sizing, for the chosen ones
+    vocab = settings.draft_vocab_size(target)
     _require_space(layout, target, corpora, parse_shape(settings.shape) if settings.shape else CANDIDATES[-1],
-                   len(all_drafts))
+                   len(all_drafts), vocab)
     sizing = _sizing_step(ledger, layout, teacher, target, settings)
     shape = sizing.shape
     unused = set(overrides) >= set(all_drafts)
@@ -190,8 +200,8 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     shapes = {d: overrides.get(d, shape) for d in all_drafts}
     if any(shapes[d] != shape for d in all_drafts):
         _shape_overrides_step(ledger, layout, teacher, target, settings, sizing, shapes)
-    _require_space(layout, target, corpora, max(shapes.values(), key=lambda s: s.parameters(target.logit_width)),
-                   len(all_drafts))
+    _require_space(layout, target, corpora, max(shapes.values(), key=lambda s: s.parameters(vocab)),
+                   len(all_drafts), vocab)
     split_keys = {c.domain: _split_step(ledger, layout, c) for c in corpora}
     _write_manifest(layout, corpora)
     ledger.run("heldout-prompts", {"splits": split_keys}, lambda: _write_prompts(layout, split_keys),
@@ -211,6 +221,7 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
         rows = _validation_step(ledger, layout, teacher, corpus.domain, token_keys[corpus.domain], settings)
         if rows is not None:
             validation[corpus.domain] = rows
+    token_map, map_key = _token_map_step(ledger, layout, token_keys, target, settings)
 
     per_domain, per_general = settings.draft_seconds(len(domains))
     from_general = settings.specialists_from == "general"
@@ -227,16 +238,18 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     # the general draft first: with specialists_from=general every domain draft starts from it
     index_of = {d: i for i, d in enumerate(all_drafts)}  # seeds as before the order changed
     general = _train_draft(ledger, layout, GENERAL, index_of[GENERAL], {d: 1.0 for d in domains}, streams,
-                           dict(token_keys), teacher, target, shapes[GENERAL], settings, per_general, PHASES,
-                           start=None, check=_check(validation, domains, settings))
+                           {**token_keys, **map_key}, teacher, target, shapes[GENERAL], settings, per_general,
+                           PHASES, start=None, check=_check(validation, domains, settings, token_map),
+                           token_map=token_map)
     if general.ran:
         trained.append(draft_name(GENERAL))
     outcomes = {GENERAL: general}
     start = (layout.checkpoint(GENERAL, PHASES[-1][0]), general.key) if from_general else None
     for domain in domains:
         result = _train_draft(ledger, layout, domain, index_of[domain], {domain: 1.0}, streams,
-                              {domain: token_keys[domain]}, teacher, target, shapes[domain], settings, per_domain,
-                              specialist_phases, start=start, check=_check(validation, [domain], settings))
+                              {domain: token_keys[domain], **map_key}, teacher, target, shapes[domain], settings,
+                              per_domain, specialist_phases, start=start,
+                              check=_check(validation, [domain], settings, token_map), token_map=token_map)
         if result.ran:
             trained.append(draft_name(domain))
         outcomes[domain] = result
@@ -275,14 +288,17 @@ def _sizing_step(ledger: StepLedger, layout: OutputLayout, teacher: Callable[[],
                "threads": torch.get_num_threads()}
     inputs = {"target": target.fingerprint, "k": settings.k, "shape": settings.shape, "machine": machine,
               "candidates": [s.label for s in CANDIDATES], "rule": MIN_RATIO}
+    vocab = settings.draft_vocab_size(target)
+    if vocab != target.logit_width:  # a key that full-vocabulary builds made before keeps matching
+        inputs["draft_vocab_size"] = vocab
 
     def work() -> dict[str, object]:
         print(f"[sizing] measuring the target and candidate drafts on this machine ({machine['threads']} "
               "threads)", flush=True)
         if settings.shape:
-            result = fixed_shape(parse_shape(settings.shape), teacher(), target, settings.k)
+            result = fixed_shape(parse_shape(settings.shape), teacher(), target, settings.k, vocab_size=vocab)
         else:
-            result = choose_draft_shape(teacher(), target, settings.k)
+            result = choose_draft_shape(teacher(), target, settings.k, vocab_size=vocab)
         layout.reports.mkdir(parents=True, exist_ok=True)
         (layout.reports / "sizing.json").write_text(json.dumps(result.to_json(), indent=1) + "\n")
         return result.to_json()
@@ -321,7 +337,8 @@ def _shape_overrides_step(ledger: StepLedger, layout: OutputLayout, teacher: Cal
     def work() -> dict[str, object]:
         measured = {}
         for label, shape in sorted(others.items()):
-            ms = fixed_shape(shape, teacher(), target, settings.k).draft_step_ms
+            ms = fixed_shape(shape, teacher(), target, settings.k,
+                             vocab_size=settings.draft_vocab_size(target)).draft_step_ms
             measured[label] = {"draft_step_ms": ms, "ratio": round(sizing.target_verify_ms / ms, 2)}
         report = {**sizing.to_json(), "per_domain": {d: s.label for d, s in shapes.items()}, "shapes": measured}
         (layout.reports / "sizing.json").write_text(json.dumps(report, indent=1) + "\n")
@@ -334,8 +351,8 @@ def _shape_overrides_step(ledger: StepLedger, layout: OutputLayout, teacher: Cal
 
 
 def _require_space(layout: OutputLayout, target: TargetInfo, corpora: list[Corpus], shape: Shape,
-                   drafts: int) -> None:
-    params = shape.parameters(target.logit_width)
+                   drafts: int, vocab: int) -> None:
+    params = shape.parameters(vocab)
     needed = drafts * params * 4 * (len(PHASES) + 1)  # fp32 checkpoints per phase + the exported draft
     chars = sum(c.characters for c in corpora)
     needed += chars * 2 + chars * 4  # the split as JSON lines; token arrays (at most a token per character)
@@ -433,10 +450,50 @@ def _validation_step(ledger: StepLedger, layout: OutputLayout, teacher: Callable
     return np.load(path) if outcome.result["rows"] else None
 
 
-def _check(validation: Mapping[str, np.ndarray], domains: list[str], settings: DraftSettings) -> Check | None:
+def _check(validation: Mapping[str, np.ndarray], domains: list[str], settings: DraftSettings,
+           token_map: TokenMap | None) -> Check | None:
     """The validation score of a draft of ``domains``: on their rows together (None if none has any)."""
     rows = [validation[d] for d in domains if d in validation]
-    return AgreementCheck(np.concatenate(rows), settings.continuation_prefix) if rows else None
+    return AgreementCheck(np.concatenate(rows), settings.continuation_prefix, token_map=token_map) if rows else None
+
+
+def _token_map_step(ledger: StepLedger, layout: OutputLayout, token_keys: Mapping[str, str], target: TargetInfo,
+                    settings: DraftSettings) -> tuple[TokenMap | None, dict[str, str]]:
+    """The drafts' token map (``--draft-vocab``): the most frequent target tokens of every domain's
+    training text, the special tokens always among them; ``(None, {})`` for full-vocabulary drafts.
+
+    One map for all drafts: a domain draft starts from the general draft, so they share its rows.
+    The second value joins the drafts' step keys, so changing the subset retrains them."""
+    if settings.draft_vocab_size(target) == target.logit_width:
+        return None, {}
+    path = layout.token_map
+    specials = sorted({int(t) for t in (*_as_list(target.eos_token_id), target.bos_token_id, target.pad_token_id)
+                       if t is not None and 0 <= int(t) < target.logit_width})
+
+    def work() -> dict[str, object]:
+        counts = np.zeros(target.logit_width, dtype=np.int64)
+        for domain in token_keys:
+            ids = np.load(layout.tokens(domain))
+            counts += np.bincount(ids[ids < target.logit_width], minlength=target.logit_width)
+        by_frequency = [int(t) for t in np.argsort(-counts, kind="stable") if counts[t] > 0 and t not in specials]
+        ids = sorted([*specials, *by_frequency[:max(0, settings.draft_vocab - len(specials))]])
+        TokenMap.from_ids(ids, target.logit_width).save(path.parent)
+        covered = float(counts[ids].sum() / max(1, counts.sum()))
+        return {"tokens": len(ids), "coverage": round(covered, 5)}
+
+    outcome = ledger.run("draft-vocab", {"tokens": dict(token_keys), "draft_vocab": settings.draft_vocab,
+                                         "specials": specials, "width": target.logit_width}, work,
+                         outputs=[path])
+    print(f"[vocab] the drafts predict {outcome.result['tokens']} of the target's {target.logit_width} tokens, "
+          f"{100 * outcome.result['coverage']:.2f}% of the training text's tokens; the target writes the rest",
+          flush=True)
+    token_map = load_token_map(path.parent)
+    assert token_map is not None
+    return token_map, {"draft-vocab": outcome.key}
+
+
+def _as_list(value: int | list[int] | None) -> list[int | None]:
+    return list(value) if isinstance(value, list) else [value]
 
 
 @dataclass(frozen=True)
@@ -453,10 +510,11 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
                  streams: Mapping[str, np.ndarray], upstream: dict[str, str], teacher: Callable[[], PreTrainedModel],
                  target: TargetInfo, shape: Shape, settings: DraftSettings, seconds: float,
                  phases: tuple[tuple[str, float], ...], *, start: tuple[Path, str] | None,
-                 check: Check | None) -> _DraftOutcome:
+                 check: Check | None, token_map: TokenMap | None = None) -> _DraftOutcome:
     """Run ``phases`` and the export of one draft, from random weights (``start`` None; the first phase
     must then be ``pretrain``) or from a checkpoint (``start``: its folder and its step key). ``check``
-    scores the draft on validation text in the KL phases, which keep their best weights."""
+    scores the draft on validation text in the KL phases, which keep their best weights. With
+    ``token_map`` the draft is a subset draft: it trains on its own ids and ships the map."""
     name = draft_name(domain)
     seed = settings.seed + 1000 * (index + 1)
     positions = min(settings.max_positions, target.max_positions)
@@ -469,13 +527,16 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
         return WindowSampler(data, mix, seq_len, batch, seed + seed_offset)
 
     def pretrain(budget: float, _source: Path | None, out_dir: Path) -> dict[str, object]:
-        """Next-token training from scratch."""
+        """Next-token training from scratch (a subset draft: on its own ids, rare tokens as 'other')."""
         torch.manual_seed(seed)
-        model = LlamaForCausalLM(llama_config(shape, vocab_size=target.logit_width, max_positions=positions,
+        vocab = token_map.draft_vocab_size if token_map is not None else target.logit_width
+        model = LlamaForCausalLM(llama_config(shape, vocab_size=vocab, max_positions=positions,
                                               bos_token_id=target.bos_token_id, eos_token_id=target.eos_token_id,
                                               pad_token_id=target.pad_token_id))
         spec = TrainSpec(budget, settings.lr, settings.batch, settings.seq_len, seed, log_every=10**9)
-        return train(model, sampler(settings.seq_len, settings.batch, 0), spec, out_dir, f"{name} pretrain")
+        own = data if token_map is None else {d: token_map.target_to_draft.numpy()[ids] for d, ids in data.items()}
+        windows = WindowSampler(own, mix, settings.seq_len, settings.batch, seed)
+        return train(model, windows, spec, out_dir, f"{name} pretrain")
 
     def distill_corpus(budget: float, source: Path | None, out_dir: Path) -> dict[str, object]:
         """KL distillation on corpus windows."""
@@ -483,7 +544,8 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
         spec = TrainSpec(budget, settings.distill_lr, settings.distill_batch, settings.seq_len, seed + 1,
                          log_every=10**9)
         return distill(student, teacher(), sampler(settings.seq_len, settings.distill_batch, 1), spec, out_dir,
-                       f"{name} distill on corpus", check=check, checks=settings.validation_checks)
+                       f"{name} distill on corpus", check=check, checks=settings.validation_checks,
+                       token_map=token_map)
 
     def distill_continuations(budget: float, source: Path | None, out_dir: Path) -> dict[str, object]:
         """KL distillation on the target's own continuations of training prefixes."""
@@ -498,7 +560,7 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
                          settings.continuation_prefix + settings.continuation_new_tokens - 1, seed + 4,
                          log_every=10**9)
         stats = distill(student, teacher(), pool, spec, out_dir, f"{name} distill on target continuations",
-                        check=check, checks=settings.validation_checks)
+                        check=check, checks=settings.validation_checks, token_map=token_map)
         return {**stats, "pool_rows": len(pool.rows), "generation_seconds": round(generation, 1)}
 
     work = {"pretrain": pretrain, "distill-corpus": distill_corpus, "distill-continuations": distill_continuations}
@@ -522,17 +584,20 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
     dest = layout.draft(domain)
 
     def export() -> dict[str, object]:
-        return _export_draft(source, dest, target, name)
+        return _export_draft(source, dest, target, name, token_map)
 
     step = ledger.run(f"{name}-export", {"after": final_key}, export,
-                      outputs=[dest / "model.safetensors", dest / "config.json"])
+                      outputs=[dest / "model.safetensors", dest / "config.json",
+                               *([dest / TOKEN_MAP_FILE] if token_map is not None else [])])
     ran |= not step.skipped
     results["export"] = step.result
     return _DraftOutcome(ran=ran, key=final_key, phases=results)
 
 
-def _export_draft(checkpoint: Path, dest: Path, target: TargetInfo, name: str) -> dict[str, object]:
-    """Write the draft folder (weights, config, the target's tokenizer files) and check it fits."""
+def _export_draft(checkpoint: Path, dest: Path, target: TargetInfo, name: str,
+                  token_map: TokenMap | None = None) -> dict[str, object]:
+    """Write the draft folder (weights, config, the target's tokenizer files, a subset draft's
+    token map) and check it fits."""
     from memspec_ros.core.model_loading import load_config, load_tokenizer
     from memspec_ros.runtime.catalogue_file import DraftEntry
     from memspec_ros.runtime.model_set_checks import check_draft
@@ -547,6 +612,8 @@ def _export_draft(checkpoint: Path, dest: Path, target: TargetInfo, name: str) -
         shutil.copy2(f, dest / f.name)
     target_tok = load_tokenizer(target.path)
     pin_tokenizer_class(dest, type(target_tok).__name__)
+    if token_map is not None:
+        token_map.save(dest)
     check_draft(target_tok, load_config(target.path), DraftEntry(name=name, path=dest, domain=""))
     params = sum(p.numel() for p in model.parameters())
     size = (dest / "model.safetensors").stat().st_size

@@ -44,6 +44,7 @@ from memspec_ros.builder.predictor_step import BuildInputs, read_build
 from memspec_ros.builder.progress import count_bar
 from memspec_ros.builder.steps import StepLedger
 from memspec_ros.core.greedy_match import greedy_rounds
+from memspec_ros.core.token_map import TokenMap, draft_inputs, draft_top_tokens
 
 GENERAL_MARGIN = 0.0
 """A specialist must beat the general draft on its own domain by more than this."""
@@ -71,12 +72,14 @@ def greedy_continuation(model: PreTrainedModel, ids: list[int], n_new: int, eos_
 
 
 @torch.inference_mode()
-def match_vector(model: PreTrainedModel, prompt: list[int], cont: list[int]) -> list[bool]:
-    """Teacher-forced draft argmax over ``prompt + cont`` compared with ``cont``."""
+def match_vector(model: PreTrainedModel, prompt: list[int], cont: list[int],
+                 token_map: TokenMap | None = None) -> list[bool]:
+    """Teacher-forced draft argmax over ``prompt + cont`` compared with ``cont`` (``token_map``:
+    the draft's, if it is a subset draft)."""
     if not cont:
         return []
-    logits = model(input_ids=torch.tensor([prompt + cont])).logits[0]
-    preds = logits[len(prompt) - 1:len(prompt) + len(cont) - 1].argmax(-1).tolist()
+    logits = model(input_ids=draft_inputs(torch.tensor([prompt + cont]), token_map)).logits[0]
+    preds = draft_top_tokens(logits[len(prompt) - 1:len(prompt) + len(cont) - 1], token_map).tolist()
     return [p == c for p, c in zip(preds, cont, strict=True)]
 
 
@@ -149,12 +152,14 @@ def run_evaluate(out: Path, settings: EvaluationSettings, *, force: bool = False
 def _evaluate(layout: OutputLayout, built: BuildInputs, settings: EvaluationSettings) -> dict[str, object]:
     from memspec_ros.builder.step_timing import interleaved_step_ms
     from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
+    from memspec_ros.core.token_map import load_token_map
     from memspec_ros.runtime.workload import load_prompts
 
     catalogue = built.catalogue
     tok = load_tokenizer(catalogue.target)
     target = load_causal_lm(catalogue.target)
     drafts = {d.name: load_causal_lm(d.path) for d in catalogue.drafts}
+    token_maps = {d.name: load_token_map(d.path) for d in catalogue.drafts}
     domains_of = catalogue.domains
     eos = tok.eos_token_id
 
@@ -178,8 +183,8 @@ def _evaluate(layout: OutputLayout, built: BuildInputs, settings: EvaluationSett
 
     rounds: dict[str, dict[str, tuple[int, int, int]]] = {}
     for name, model in drafts.items():
-        rounds[name] = {d: pooled_rounds([match_vector(model, p, c) for p, c in traces[d]], settings.k)
-                        for d in built.domains}
+        rounds[name] = {d: pooled_rounds([match_vector(model, p, c, token_maps[name]) for p, c in traces[d]],
+                                         settings.k) for d in built.domains}
     matrix = {n: {d: round(a / p, 4) if p else 0.0 for d, (a, p, _) in row.items()} for n, row in rounds.items()}
 
     # timed in rounds, interleaved: the verdicts rest on ratios that one slow spell of the machine would skew

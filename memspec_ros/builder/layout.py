@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from memspec_ros.core.token_map import TOKEN_MAP_FILE
+
 GENERAL = "general"
 """The domain of the draft trained on all corpora (the static policy's default draft)."""
 
@@ -70,6 +72,11 @@ class OutputLayout:
     @property
     def work(self) -> Path:
         return self.root / "work"
+
+    @property
+    def token_map(self) -> Path:
+        """The drafts' token map (``--draft-vocab``), copied into every draft folder at export."""
+        return self.work / "draft_vocab" / TOKEN_MAP_FILE
 
     def train_split(self, domain: str) -> Path:
         return self.work / "corpora" / f"{domain}.train.jsonl"

@@ -151,7 +151,7 @@ def _train(layout: OutputLayout, built: BuildInputs, settings: PredictorSettings
     catalogue_file = built.catalogue
     torch.manual_seed(settings.seed)
     loaded = load_recording_models(catalogue_file)
-    engine, catalogue, drafts, target = loaded.engine, loaded.catalogue, loaded.drafts, loaded.engine.target
+    engine, catalogue, drafts, target = loaded.engine, loaded.catalogue, loaded.proposers, loaded.engine.target
 
     rng = random.Random(settings.seed)
     sources = _training_sources(layout, built.domains)

@@ -45,7 +45,9 @@ def _draft_call(model: PreTrainedModel, prefix: torch.Tensor, token: int) -> Cal
 
     forward = make_draft_forward(model)
     context = prefix.shape[1]
-    forward.feed(prefix[0].tolist())
+    vocab = int(model.config.vocab_size)  # a subset draft reads fewer ids than the target: any will do
+    forward.feed((prefix[0] % vocab).tolist())
+    token %= vocab
 
     def call() -> None:
         forward.feed([token])

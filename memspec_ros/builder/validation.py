@@ -24,6 +24,7 @@ from transformers import PreTrainedModel
 
 from memspec_ros.builder.continuations import greedy_batch
 from memspec_ros.builder.windows import WindowSampler
+from memspec_ros.core.token_map import TokenMap, draft_inputs, draft_top_tokens
 
 Check = Callable[[PreTrainedModel], float]
 """Scores a draft's current weights; higher is better."""
@@ -44,12 +45,14 @@ def continuation_rows(target: PreTrainedModel, stream: np.ndarray, rows: int, pr
 class AgreementCheck:
     """Share of the continuation tokens in ``rows`` that a draft predicts as its top-1 token."""
 
-    def __init__(self, rows: np.ndarray, prefix: int, batch: int = 16) -> None:
+    def __init__(self, rows: np.ndarray, prefix: int, batch: int = 16, token_map: TokenMap | None = None) -> None:
         if rows.ndim != 2 or rows.shape[1] <= prefix:
             raise ValueError(f"validation rows must be (n, > {prefix}) token arrays, got shape {rows.shape}")
         self.rows = torch.from_numpy(rows.astype(np.int64))
         self.prefix = prefix
         self.batch = batch
+        self.token_map = token_map
+        """The drafts' token map (rows are target ids; a subset draft reads and predicts its own)."""
 
     @torch.no_grad()
     def __call__(self, model: PreTrainedModel) -> float:
@@ -58,8 +61,8 @@ class AgreementCheck:
         hits = total = 0
         with torch.autocast("cpu", enabled=False):
             for part in self.rows.split(self.batch):
-                logits = model(input_ids=part[:, :-1]).logits[:, self.prefix - 1:]
-                hits += int((logits.argmax(-1) == part[:, self.prefix:]).sum())
+                logits = model(input_ids=draft_inputs(part[:, :-1], self.token_map)).logits[:, self.prefix - 1:]
+                hits += int((draft_top_tokens(logits, self.token_map) == part[:, self.prefix:]).sum())
                 total += logits.shape[0] * logits.shape[1]
         model.train(was_training)
         return hits / total

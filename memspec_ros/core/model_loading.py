@@ -52,6 +52,7 @@ from memspec_ros.core.errors import (
 from memspec_ros.core.model_build_lock import BUILD_LOCK
 from memspec_ros.core.model_footprint import ModelFootprint, model_footprint
 from memspec_ros.core.safetensors_format import read_stored_tensors, tensor_views
+from memspec_ros.core.token_map import TOKEN_MAP_FILE
 
 PathArg = str | PathLike[str]
 
@@ -100,14 +101,32 @@ def resolve_model_dir(path: PathArg, allowed_roots: Sequence[PathArg] | None = N
 
 
 def weight_files(model_dir: PathArg) -> list[Path]:
-    """Return the ``*.safetensors`` files of a model directory (sorted, shards included).
+    """Return the safetensors weight files of a model directory, as ``from_pretrained`` picks them.
+
+    The shards ``model.safetensors.index.json`` lists, else ``model.safetensors``, else every
+    ``*.safetensors`` file but a subset draft's token map. Why not simply every file: Mistral's
+    repositories ship ``consolidated.safetensors`` (their own format) beside the transformers
+    shards, and a draft folder may hold ``token_map.safetensors``; counted as weights, either
+    makes the config check refuse a good model.
 
     Raises:
         UnsafeModelFileError: only pickle-based weight files are present.
-        ModelLoadError: no weight files at all.
+        ModelLoadError: no weight files at all, or an index naming a missing shard.
     """
     directory = Path(model_dir)
-    safe = sorted(directory.glob("*.safetensors"))
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            shards = sorted({str(f) for f in json.loads(index.read_text())["weight_map"].values()})
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ModelLoadError(f"{index} is not a readable shard index ({exc})") from exc
+        missing = [s for s in shards if not (directory / s).is_file()]
+        if missing:
+            raise ModelLoadError(f"{index} names shards that are missing: {', '.join(missing[:3])}")
+        return [directory / s for s in shards]
+    if (directory / "model.safetensors").is_file():
+        return [directory / "model.safetensors"]
+    safe = sorted(p for p in directory.glob("*.safetensors") if p.name != TOKEN_MAP_FILE)
     if safe:
         return safe
     pickled = sorted(p.name for p in directory.iterdir() if p.suffix.lower() in PICKLE_SUFFIXES)

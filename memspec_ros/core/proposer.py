@@ -26,6 +26,7 @@ from transformers import PreTrainedModel
 from memspec_ros.core.draft_forward import DraftForward, make_draft_forward
 from memspec_ros.core.position_limit import context_bound
 from memspec_ros.core.sampling import SamplingParams, logits_to_probs
+from memspec_ros.core.token_map import TokenMap
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,9 @@ class Proposal:
 
     Attributes:
         tokens: the proposed token ids (possibly fewer than requested, possibly none).
-        draft_probs: ``[len(tokens), V]`` distributions the tokens were sampled from
-            (sampling mode), or ``None`` in greedy mode where they are not needed.
+        draft_probs: ``[len(tokens), V]`` distributions the tokens were sampled from, over
+            the target's vocabulary (sampling mode), or ``None`` in greedy mode where they are
+            not needed.
         seconds: wall time of the whole proposal, catch-up included.
         catchup_tokens: context tokens processed beyond the ordinary one new token.
         catchup_seconds: wall time of the catch-up forward (0.0 without catch-up).
@@ -54,12 +56,23 @@ class Proposal:
 
 
 class DraftProposer:
-    """Wraps one draft model with a KV cache that follows the current sequence."""
+    """Wraps one draft model with a KV cache that follows the current sequence.
 
-    def __init__(self, model: PreTrainedModel, name: str) -> None:
+    With a ``token_map`` the draft predicts a subset of the target's vocabulary
+    (:mod:`memspec_ros.core.token_map`): context ids are translated on the way in, proposals
+    on the way out, and proposal distributions are scattered into the target's vocabulary.
+    ``seen_tokens`` and proposals are always target ids.
+    """
+
+    def __init__(self, model: PreTrainedModel, name: str, token_map: TokenMap | None = None) -> None:
         self.model = model.eval()
         self.name = name
-        self.vocab_size: int = int(model.config.vocab_size)
+        self.token_map = token_map
+        if token_map is not None and int(model.config.vocab_size) != token_map.draft_vocab_size:
+            raise ValueError(f"draft {name!r} has {model.config.vocab_size} logits but its token map "
+                             f"{token_map.draft_vocab_size} (subset and 'other'): they were not made together")
+        self.vocab_size: int = token_map.target_vocab_size if token_map else int(model.config.vocab_size)
+        """The target-side vocabulary its proposals' distributions cover."""
         # A model without a position limit (ALiBi) stops where the memory budget counted its KV cache.
         self.max_positions: int = context_bound(model.config)
         self._forward: DraftForward = make_draft_forward(model)
@@ -117,13 +130,18 @@ class DraftProposer:
 
         tokens: list[int] = []
         rows: list[torch.Tensor] = []
+        mapped = self.token_map
         for i in range(k):
+            if mapped is not None:
+                logits = logits[:mapped.other]  # 'other' is never proposed
             if params.greedy:
                 token = int(logits.argmax().item())
             else:
                 probs = logits_to_probs(logits, params)
                 token = int(torch.multinomial(probs, 1, generator=generator).item())
-                rows.append(probs)
+                rows.append(mapped.scatter(probs) if mapped is not None else probs)
+            if mapped is not None:
+                token = mapped.to_target(token)
             tokens.append(token)
             if i + 1 < k:
                 logits = self._feed([token])
@@ -173,7 +191,8 @@ class DraftProposer:
         return suffix, max(0, len(suffix) - ordinary)
 
     def _feed(self, token_ids: list[int]) -> torch.Tensor:
-        """Run ``token_ids`` through the draft, extending the cache; return last-position logits."""
-        logits = self._forward.feed(token_ids)
+        """Run ``token_ids`` (target ids) through the draft, extending the cache; return
+        last-position logits (over the draft's vocabulary)."""
+        logits = self._forward.feed(self.token_map.to_draft(token_ids) if self.token_map else token_ids)
         self._seen.extend(token_ids)
         return logits

@@ -22,6 +22,7 @@ import torch
 
 from memspec_ros.core.model_footprint import ModelFootprint
 from memspec_ros.core.model_loading import inspect_footprint, weight_files
+from memspec_ros.core.token_map import TOKEN_MAP_FILE, load_token_map
 from memspec_ros.runtime.catalogue_file import CatalogueFile, load_catalogue_file
 
 
@@ -72,7 +73,9 @@ class DraftSpec:
         """Build an entry from a model directory, sized for compute in ``dtype``."""
         path = Path(path)
         footprint = draft_footprint(path, dtype)
-        return cls(name=name, path=path, domain=domain or name, size_bytes=footprint.resident_bytes,
+        token_map = load_token_map(path)  # a subset draft's id tables stay resident with it
+        map_bytes = token_map.nbytes if token_map is not None else 0
+        return cls(name=name, path=path, domain=domain or name, size_bytes=footprint.resident_bytes + map_bytes,
                    stored_bytes=footprint.stored_bytes, dtype=dtype)
 
 
@@ -158,7 +161,8 @@ def zoo_fingerprint(paths: Iterable[Path]) -> str:
 
     h = hashlib.sha1()
     for d in paths:
-        for f in weight_files(d):
+        token_map = Path(d) / TOKEN_MAP_FILE  # a subset draft's map decides its proposals too
+        for f in [*weight_files(d), *([token_map] if token_map.is_file() else [])]:
             size = f.stat().st_size
             h.update(f"{f.name}:{size}".encode())
             with open(f, "rb") as fh:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
+from memspec_ros.core.errors import ModelLoadError
 from memspec_ros.core.model_loading import check_vocab_compatible, load_config, load_tokenizer
+from memspec_ros.core.token_map import TOKEN_MAP_FILE, load_token_map
 from memspec_ros.runtime.catalogue_file import DraftEntry
 
 
@@ -37,11 +39,28 @@ def check_draft(target_tokenizer: PreTrainedTokenizerBase, target_config: Pretra
     """Raise if ``entry`` cannot draft for the target: other tokenizer or other logit width.
 
     ``VocabularyMismatchError`` for the tokenizer (as before), :class:`ModelSetError` for the
-    output width; both name the draft.
+    output width; both name the draft. A subset draft (``token_map.safetensors``) must have been
+    mapped onto this target's width and have one logit per subset token plus 'other'.
     """
     check_vocab_compatible(target_tokenizer, load_tokenizer(entry.path), entry.name)
     draft_width = logit_width(load_config(entry.path))
     target_width = logit_width(target_config)
+    try:
+        token_map = load_token_map(entry.path)
+    except ModelLoadError as exc:
+        raise ModelSetError(f"draft {entry.name!r}: {exc}") from exc
+    if token_map is not None:
+        if token_map.target_vocab_size != target_width:
+            raise ModelSetError(
+                f"draft {entry.name!r} ({entry.path / TOKEN_MAP_FILE}) maps onto {token_map.target_vocab_size} target "
+                f"tokens but the target produces {target_width} logits: it was made for another target. Use a draft "
+                "made for this exact target (`memspec_build drafts` distils one)")
+        if draft_width != token_map.draft_vocab_size:
+            raise ModelSetError(
+                f"draft {entry.name!r} ({entry.path}) produces {draft_width} logits but its token map has "
+                f"{token_map.draft_vocab_size} (subset and 'other'): model and map were not made together; "
+                "rebuild it with `memspec_build drafts`")
+        return
     if draft_width != target_width:
         raise ModelSetError(
             f"draft {entry.name!r} ({entry.path / 'config.json'}) produces {draft_width} logits but the target "

@@ -15,6 +15,7 @@ from torch import nn
 from memspec_ros.core.engine import SpeculativeEngine
 from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
 from memspec_ros.core.proposer import DraftProposer
+from memspec_ros.core.token_map import load_token_map
 
 from .catalogue import Catalogue
 from .catalogue_file import CatalogueFile
@@ -41,4 +42,5 @@ def load_recording_models(models: CatalogueFile) -> RecordingModels:
     catalogue = Catalogue.from_file(models)
     engine = SpeculativeEngine(load_causal_lm(models.target), load_tokenizer(models.target))
     drafts = {s.name: load_causal_lm(s.path) for s in catalogue}
-    return RecordingModels(engine, catalogue, drafts, {n: DraftProposer(m, n) for n, m in drafts.items()})
+    proposers = {s.name: DraftProposer(drafts[s.name], s.name, load_token_map(s.path)) for s in catalogue}
+    return RecordingModels(engine, catalogue, drafts, proposers)

@@ -39,6 +39,7 @@ from memspec_ros.core.model_loading import (
 from memspec_ros.core.proposer import DraftProposer
 from memspec_ros.core.sampling import GREEDY, SamplingParams
 from memspec_ros.core.stats import RoundStats
+from memspec_ros.core.token_map import load_token_map
 from memspec_ros.knobs import CHECK_INTERVAL, LOAD_TIMEOUT_S, K
 
 from .acceptance import AcceptanceTracker, RoundRecord
@@ -98,11 +99,12 @@ def make_materializer(catalogue: Catalogue, *, dtype: torch.dtype = torch.float3
         raise ValueError(f"drafts {mismatched} were sized for another dtype than {dtype}; build the catalogue "
                          f"with dtype={dtype} so the budget counts what they occupy")
     configs = {s.name: load_config(s.path) for s in catalogue}
+    token_maps = {s.name: load_token_map(s.path) for s in catalogue}  # small, read once like the configs
 
     def materialize(spec: DraftSpec, blobs: list[bytearray]) -> DraftProposer:
         model = build_empty_model(configs[spec.name], dtype=dtype, device=device)
         load_state_from_bytes(model, blobs)
-        return DraftProposer(model, spec.name)
+        return DraftProposer(model, spec.name, token_maps[spec.name])
 
     return materialize
 

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from memspec_ros.core.greedy_match import leading_matches, proposal_length
+from memspec_ros.core.proposer import DraftProposer
 
 
 @dataclass(frozen=True)
@@ -123,19 +124,31 @@ class DialogueTrace:
 
 
 @torch.inference_mode()
-def _teacher_forced(model: torch.nn.Module, ids: Sequence[int], chunk: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
-    """Final hidden states and argmax predictions of ``model`` at every position of ``ids``."""
+def _teacher_forced(model: torch.nn.Module, ids: Sequence[int], chunk: int = 512,
+                    proposable: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Final hidden states and argmax predictions of ``model`` at every position of ``ids``
+    (the argmax over the first ``proposable`` logits when given)."""
     device = next(model.parameters()).device
     x = torch.tensor([list(ids)], dtype=torch.long, device=device)
     out = model.base_model(input_ids=x).last_hidden_state[0]
     head = model.get_output_embeddings()
-    argmax = torch.cat([head(out[i: i + chunk]).argmax(-1) for i in range(0, out.shape[0], chunk)])
+    argmax = torch.cat([head(out[i: i + chunk])[:, :proposable].argmax(-1) for i in range(0, out.shape[0], chunk)])
     return out.float(), argmax
+
+
+def _draft_argmax(draft: torch.nn.Module | DraftProposer, ids: Sequence[int]) -> torch.Tensor:
+    """Target ids a draft predicts at every position of ``ids`` (a proposer's token map applied)."""
+    token_map = draft.token_map if isinstance(draft, DraftProposer) else None
+    model = draft.model if isinstance(draft, DraftProposer) else draft
+    if token_map is None:
+        return _teacher_forced(model, ids)[1]
+    argmax = _teacher_forced(model, token_map.to_draft(ids), proposable=token_map.other)[1]
+    return token_map.draft_to_target.to(argmax.device)[argmax]
 
 
 def record_dialogue(
     engine,
-    drafts: Mapping[str, torch.nn.Module],
+    drafts: Mapping[str, torch.nn.Module | DraftProposer],
     turns: Sequence[Turn],
     name: str = "session",
     *,
@@ -146,8 +159,9 @@ def record_dialogue(
     """Run the target greedily over ``turns`` (one session) and build the exact trace.
 
     ``engine`` is a :class:`~memspec_ros.core.engine.SpeculativeEngine`; ``drafts`` maps names to
-    draft models. ``helper(turn)`` may return a proposer to speed the greedy run up - the output
-    is the target's greedy output either way (that is the engine's guarantee).
+    draft models, or to proposers (whose token maps then apply: a subset draft needs its own).
+    ``helper(turn)`` may return a proposer to speed the greedy run up - the output is the
+    target's greedy output either way (that is the engine's guarantee).
     """
     session = None
     bounds: list[tuple[int, int, int]] = []  # (prompt start, output start, output end)
@@ -161,7 +175,7 @@ def record_dialogue(
     assert session is not None
     ids = list(session.token_ids)
     target_hidden, target_argmax = _teacher_forced(engine.target, ids)
-    predictions = {n: _teacher_forced(m, ids)[1] for n, m in drafts.items()}
+    predictions = {n: _draft_argmax(d, ids) for n, d in drafts.items()}
     trace = DialogueTrace(name=name)
     for turn, (p0, o0, o1), reason in zip(turns, bounds, reasons, strict=True):
         outs = ids[o0:o1]

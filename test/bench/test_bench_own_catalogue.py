@@ -21,12 +21,13 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # the ``bench`` package lives at the repository root
 sys.path.insert(0, str(REPO / "test"))  # ``builder.tiny_catalogue``
 
-from builder.tiny_catalogue import Built, build_tiny_catalogue  # noqa: E402
+from builder.tiny_catalogue import SUBSET_VOCAB, Built, build_tiny_catalogue  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    return build_tiny_catalogue(tmp_path_factory.mktemp("user"), evaluate=False)
+    # subset drafts (--draft-vocab): the full-vocabulary path is served by every zoo test
+    return build_tiny_catalogue(tmp_path_factory.mktemp("user"), evaluate=False, draft_vocab=SUBSET_VOCAB)
 
 
 def test_bench_runs_on_a_built_catalogue(built: Built, tmp_path: Path) -> None:

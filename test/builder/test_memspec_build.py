@@ -22,7 +22,7 @@ import pytest
 from memspec_ros.builder.cli import main
 from memspec_ros.builder.corpora import read_corpus
 
-from .tiny_catalogue import DRAFTS_TINY, PREDICTOR_TINY, Built, build_tiny_catalogue, corpus_args
+from .tiny_catalogue import DRAFTS_TINY, PREDICTOR_TINY, SUBSET_VOCAB, Built, build_tiny_catalogue, corpus_args
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -119,6 +119,40 @@ def test_layout_heldout_split_and_reports(built: Built) -> None:
     robot = report["drafts"]["draft-robot"]  # the margin is the smaller of its two readings
     assert robot["margin"] == min(robot["margin_over_domain_drafts"], robot["margin_over_general"])
     assert "| draft-robot | robot |" in (out / "reports" / "evaluation.md").read_text()
+
+
+def test_subset_drafts_predict_the_frequent_tokens_and_stay_lossless(tmp_path_factory) -> None:
+    """``--draft-vocab``: one token map for all drafts (the most frequent training tokens, EOS
+    always among them) shipped in every draft folder; the drafts have that many logits plus
+    'other'; the node's checks accept them, evaluate scores them through their maps, and
+    speculation with one is the target's own greedy output."""
+    from memspec_ros.core.engine import SpeculativeEngine
+    from memspec_ros.core.model_loading import load_causal_lm, load_config, load_tokenizer
+    from memspec_ros.core.proposer import DraftProposer
+    from memspec_ros.core.token_map import load_token_map
+    from memspec_ros.runtime.catalogue_file import load_catalogue_file
+    from memspec_ros.runtime.model_set_checks import check_draft, check_predictor
+
+    built = build_tiny_catalogue(tmp_path_factory.mktemp("subset"), draft_vocab=SUBSET_VOCAB)
+    cat = load_catalogue_file(built.out)
+    tok, config = load_tokenizer(cat.target), load_config(cat.target)
+    maps = {entry.name: load_token_map(entry.path) for entry in cat.drafts}
+    first = maps["draft-general"]
+    assert first is not None and first.other == SUBSET_VOCAB and first.target_vocab_size == config.vocab_size
+    assert all(m is not None and m.draft_to_target.tolist() == first.draft_to_target.tolist() for m in maps.values())
+    assert tok.eos_token_id in first.draft_to_target.tolist()
+    assert f"[vocab] the drafts predict {SUBSET_VOCAB} of the target's {config.vocab_size} tokens" in built.drafts_log
+    for entry in cat.drafts:
+        check_draft(tok, config, entry)
+        assert load_config(entry.path).vocab_size == SUBSET_VOCAB + 1
+    check_predictor(cat.predictor, config, cat.draft_names)
+    report = json.loads((built.out / "reports" / "evaluation.json").read_text())
+    assert set(report["matrix"]) == set(cat.draft_names)
+    engine = SpeculativeEngine(load_causal_lm(cat.target), tok)
+    entry = cat.draft("draft-robot")
+    draft = DraftProposer(load_causal_lm(entry.path), entry.name, maps[entry.name])
+    for prompt in ("USER: bring the red cup from the lab\nROBOT:", "def add_3(x, y):"):
+        assert engine.generate(prompt, draft, k=4, max_new_tokens=24).output_ids == engine.target_greedy(prompt, 24)
 
 
 def test_a_second_run_skips_every_finished_step(built: Built, capsys) -> None:

@@ -39,18 +39,25 @@ def corpus_args(corpora: dict[str, Path]) -> list[str]:
     return [arg for domain, path in corpora.items() for arg in ("--corpus", f"{domain}={path}")]
 
 
-def build_tiny_catalogue(root: Path, *, evaluate: bool = True) -> Built:
+SUBSET_VOCAB = 64
+"""``--draft-vocab`` of the subset builds: below the ~100 distinct tokens the corpora use (so some are 'other')."""
+
+
+def build_tiny_catalogue(root: Path, *, evaluate: bool = True, draft_vocab: int = 0) -> Built:
     """``memspec_build drafts`` -> ``predictor`` (-> ``evaluate``) for a tiny Qwen2 target under ``root``.
 
     The catalogue is ``<root>/my_models/catalogue.yaml``; the target (``<root>/my-qwen``) is a
-    random Qwen2 with its own byte-level BPE tokenizer (:mod:`.user_inputs`).
+    random Qwen2 with its own byte-level BPE tokenizer (:mod:`.user_inputs`). ``draft_vocab``
+    makes subset drafts (``--draft-vocab``; 0: over the target's whole vocabulary).
     """
     target = write_target(root / "my-qwen")
     corpora = write_corpora(root / "corpora")
     out = root / "my_models"
     buf = io.StringIO()
+    vocab = ["--draft-vocab", str(draft_vocab)] if draft_vocab else []
     with contextlib.redirect_stdout(buf):
-        code = main(["drafts", "--target", str(target), *corpus_args(corpora), "--out", str(out), *DRAFTS_TINY])
+        code = main(["drafts", "--target", str(target), *corpus_args(corpora), "--out", str(out), *DRAFTS_TINY,
+                     *vocab])
     assert code == 0, buf.getvalue()
     assert main(["predictor", "--out", str(out), *PREDICTOR_TINY]) == 0
     if evaluate:

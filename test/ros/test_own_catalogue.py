@@ -9,6 +9,8 @@ configured and activated through the lifecycle services, and sent plain greedy g
 result must be the target's own greedy output: the same tokens (``num_tokens``) and the same
 text, computed here with transformers' ``generate`` on the same target and decoded the way the
 node decodes (``skip_special_tokens``, no clean-up of spaces). One node start for the module.
+The drafts are subset drafts (``--draft-vocab``): each predicts 64 of the target's 384 tokens,
+so the node translates ids both ways and the target alone writes the others.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from memspec_ros.ros.node_process import NodeProcess
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "test"))  # ``builder.tiny_catalogue``
 
-from builder.tiny_catalogue import Built, build_tiny_catalogue  # noqa: E402
+from builder.tiny_catalogue import SUBSET_VOCAB, Built, build_tiny_catalogue  # noqa: E402
 
 MAX_NEW_TOKENS = 24
 PROMPTS = (
@@ -39,7 +41,8 @@ PROMPTS = (
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    return build_tiny_catalogue(tmp_path_factory.mktemp("user"), evaluate=False)
+    # subset drafts (--draft-vocab): the full-vocabulary path is served by every zoo test
+    return build_tiny_catalogue(tmp_path_factory.mktemp("user"), evaluate=False, draft_vocab=SUBSET_VOCAB)
 
 
 def _target_greedy(built: Built) -> list[tuple[str, int, str]]:
@@ -65,6 +68,7 @@ def _target_greedy(built: Built) -> list[tuple[str, int, str]]:
 def test_node_serves_a_built_catalogue_losslessly(client_node: Node, params_file: Path, built: Built) -> None:
     expected = _target_greedy(built)
     catalogue = built.out / "catalogue.yaml"
+    assert all((built.out / f"draft-{d}" / "token_map.safetensors").is_file() for d in ("robot", "general"))
     with NodeProcess(params_file, overrides={"catalogue": str(catalogue), "num_threads": 1}) as node:
         lifecycle = LifecycleClient(client_node)
         assert lifecycle.wait_for_services(60.0), node.log()
@@ -72,6 +76,7 @@ def test_node_serves_a_built_catalogue_losslessly(client_node: Node, params_file
         assert lifecycle.change_state("configure"), node.log()
         assert lifecycle.change_state("activate"), node.log()
         gen = GenerateClient(client_node)
+        drafted: set[str] = set()
         try:
             assert gen.wait_for_server(30.0), node.log()
             for prompt, tokens, text in expected:
@@ -80,7 +85,9 @@ def test_node_serves_a_built_catalogue_losslessly(client_node: Node, params_file
                 assert call.result.num_tokens == tokens, prompt
                 assert call.result.text == text, prompt
                 assert call.streamed_text == call.result.text
+                drafted |= set(call.result.drafts_used)
         finally:
             gen.destroy()
         log = node.log()
     assert f"catalogue={catalogue.resolve()}" in log, log  # configure names what it serves
+    assert drafted, "no goal was drafted by a (subset) draft"

@@ -103,6 +103,32 @@ def test_drafts_must_match_the_targets_logit_width(world, tmp_path: Path) -> Non
         check_draft(tokenizer, config, DraftEntry("draft-wide", root / "draft-wide", "x"))
 
 
+def test_a_subset_draft_must_be_mapped_onto_this_target(world, tmp_path: Path) -> None:
+    """A draft over a subset of the target's tokens (token_map.safetensors) has fewer logits
+    than the target, by design; its map must be for this target's width and for its model."""
+    from memspec_ros.core.token_map import TOKEN_MAP_FILE, TokenMap
+
+    root = _catalogue(tmp_path, world).parent
+    config: LlamaConfig = load_config(root / "target")
+    token_map = TokenMap.from_ids(range(0, config.vocab_size, 4), config.vocab_size)
+    small = LlamaForCausalLM(LlamaConfig(**{**config.to_dict(), "vocab_size": token_map.draft_vocab_size}))
+    small.save_pretrained(root / "draft-small", safe_serialization=True)
+    load_tokenizer(root / "target").save_pretrained(root / "draft-small")
+    token_map.save(root / "draft-small")
+    tokenizer = load_tokenizer(root / "target")
+    entry = DraftEntry("draft-small", root / "draft-small", "x")
+    check_draft(tokenizer, config, entry)
+    TokenMap.from_ids(range(0, config.vocab_size, 4), config.vocab_size + 64).save(root / "draft-small")
+    with pytest.raises(ModelSetError, match=r"'draft-small' .*maps onto \d+ target tokens but the target produces"):
+        check_draft(tokenizer, config, entry)
+    TokenMap.from_ids(range(0, config.vocab_size, 8), config.vocab_size).save(root / "draft-small")
+    with pytest.raises(ModelSetError, match="model and map were not made together"):
+        check_draft(tokenizer, config, entry)
+    (root / "draft-small" / TOKEN_MAP_FILE).write_bytes(b"junk")
+    with pytest.raises(ModelSetError, match="not a usable token map"):
+        check_draft(tokenizer, config, entry)
+
+
 def test_drafts_must_share_the_targets_tokenizer(world, tmp_path: Path) -> None:
     root = _catalogue(tmp_path, world).parent
     tok = json.loads((root / "draft-robot" / "tokenizer.json").read_text())
