@@ -144,6 +144,14 @@ class DraftSettings:
     every token."""
     seed: int = 0
 
+    def step_key(self) -> dict[str, object]:
+        """The settings as the training steps' input keys see them. A setting added later is left
+        out at its default, so a build made before it existed does not retrain for nothing."""
+        key = asdict(self)
+        if not self.draft_vocab:
+            del key["draft_vocab"]
+        return key
+
     def draft_vocab_size(self, target: TargetInfo) -> int:
         """The drafts' logit count: the subset plus 'other', or the target's whole vocabulary."""
         return self.draft_vocab + 1 if 0 < self.draft_vocab < target.logit_width else target.logit_width
@@ -519,7 +527,7 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
     seed = settings.seed + 1000 * (index + 1)
     positions = min(settings.max_positions, target.max_positions)
     data = {d: streams[d] for d in mix}
-    common = {"target": target.fingerprint, "shape": asdict(shape), "settings": asdict(settings),
+    common = {"target": target.fingerprint, "shape": asdict(shape), "settings": settings.step_key(),
               "draft_seconds": seconds, "positions": positions, "tokens": upstream}
     ran = False
 

@@ -237,3 +237,13 @@ def test_a_time_budget_takes_another_step_only_when_it_fits() -> None:
     assert not timed.another_step_fits(9, 10.0, 0.0) and timed.another_step_fits(9, 9.8, 0.1)
     counted = TrainSpec(0.0, 1e-3, 4, 32, 0, steps=3)
     assert counted.another_step_fits(2, 100.0, 50.0) and not counted.another_step_fits(3, 0.0, 0.0)
+
+
+def test_a_build_made_before_subset_drafts_existed_keeps_its_step_keys() -> None:
+    """``draft_vocab`` at its default is not part of the training steps' keys: adding the option
+    must not retrain every earlier build; set, it is (a new subset retrains)."""
+    from dataclasses import asdict
+
+    plain = DraftSettings()
+    assert plain.step_key() == {k: v for k, v in asdict(plain).items() if k != "draft_vocab"}
+    assert DraftSettings(draft_vocab=4096).step_key()["draft_vocab"] == 4096
