@@ -94,7 +94,7 @@ def _full_vocabulary(model: torch.nn.Module, token_map: TokenMap) -> torch.nn.Mo
         embedding = full.get_input_embeddings().weight[rows].clone()
         full.set_input_embeddings(torch.nn.Embedding.from_pretrained(embedding, freeze=True))
         weight = full.get_output_embeddings().weight[rows].clone()
-        head = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=True, dtype=weight.dtype)
+        head = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=True, dtype=weight.dtype, device=weight.device)
         head.weight.copy_(weight)
         head.bias.copy_(torch.where(inside, 0.0, -1e4).to(weight.dtype))
         full.set_output_embeddings(head)

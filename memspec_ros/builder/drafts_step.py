@@ -38,6 +38,7 @@ its budget and saves.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import platform
@@ -229,7 +230,8 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
         rows = _validation_step(ledger, layout, teacher, corpus.domain, token_keys[corpus.domain], settings)
         if rows is not None:
             validation[corpus.domain] = rows
-    token_map, map_key = _token_map_step(ledger, layout, token_keys, target, settings)
+    token_map, map_key = _token_map_step(ledger, layout, token_keys, target, settings,
+                                         _stop_and_special_ids(tok, target))
 
     per_domain, per_general = settings.draft_seconds(len(domains))
     from_general = settings.specialists_from == "general"
@@ -465,18 +467,29 @@ def _check(validation: Mapping[str, np.ndarray], domains: list[str], settings: D
     return AgreementCheck(np.concatenate(rows), settings.continuation_prefix, token_map=token_map) if rows else None
 
 
+def _stop_and_special_ids(tok: object, target: TargetInfo) -> list[int]:
+    """Ids a subset must hold whatever the corpora say: the tokenizer's special tokens and every id
+    the node stops at (the generation config's end-of-turn ids too, e.g. Llama 3's ``<|eot_id|>``):
+    a draft that cannot propose the end of an answer loses a round at every turn's end."""
+    from transformers import GenerationConfig
+
+    ids = [*getattr(tok, "all_special_ids", []), *_as_list(target.eos_token_id), target.bos_token_id,
+           target.pad_token_id]
+    with contextlib.suppress(OSError, ValueError):  # no generation_config.json: the tokenizer's ids suffice
+        ids += _as_list(GenerationConfig.from_pretrained(str(target.path), local_files_only=True).eos_token_id)
+    return sorted({int(t) for t in ids if t is not None and 0 <= int(t) < target.logit_width})
+
+
 def _token_map_step(ledger: StepLedger, layout: OutputLayout, token_keys: Mapping[str, str], target: TargetInfo,
-                    settings: DraftSettings) -> tuple[TokenMap | None, dict[str, str]]:
+                    settings: DraftSettings, specials: list[int]) -> tuple[TokenMap | None, dict[str, str]]:
     """The drafts' token map (``--draft-vocab``): the most frequent target tokens of every domain's
-    training text, the special tokens always among them; ``(None, {})`` for full-vocabulary drafts.
+    training text, ``specials`` always among them; ``(None, {})`` for full-vocabulary drafts.
 
     One map for all drafts: a domain draft starts from the general draft, so they share its rows.
     The second value joins the drafts' step keys, so changing the subset retrains them."""
     if settings.draft_vocab_size(target) == target.logit_width:
         return None, {}
     path = layout.token_map
-    specials = sorted({int(t) for t in (*_as_list(target.eos_token_id), target.bos_token_id, target.pad_token_id)
-                       if t is not None and 0 <= int(t) < target.logit_width})
 
     def work() -> dict[str, object]:
         counts = np.zeros(target.logit_width, dtype=np.int64)
@@ -542,7 +555,8 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
                                               bos_token_id=target.bos_token_id, eos_token_id=target.eos_token_id,
                                               pad_token_id=target.pad_token_id))
         spec = TrainSpec(budget, settings.lr, settings.batch, settings.seq_len, seed, log_every=10**9)
-        own = data if token_map is None else {d: token_map.target_to_draft.numpy()[ids] for d, ids in data.items()}
+        table = None if token_map is None else token_map.target_to_draft.numpy().astype(np.int32)  # not int64: 4x
+        own = data if table is None else {d: table[ids] for d, ids in data.items()}
         windows = WindowSampler(own, mix, settings.seq_len, settings.batch, seed)
         return train(model, windows, spec, out_dir, f"{name} pretrain")
 

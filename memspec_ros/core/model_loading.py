@@ -103,7 +103,7 @@ def resolve_model_dir(path: PathArg, allowed_roots: Sequence[PathArg] | None = N
 def weight_files(model_dir: PathArg) -> list[Path]:
     """Return the safetensors weight files of a model directory, as ``from_pretrained`` picks them.
 
-    The shards ``model.safetensors.index.json`` lists, else ``model.safetensors``, else every
+    ``model.safetensors``, else the shards ``model.safetensors.index.json`` lists, else every
     ``*.safetensors`` file but a subset draft's token map. Why not simply every file: Mistral's
     repositories ship ``consolidated.safetensors`` (their own format) beside the transformers
     shards, and a draft folder may hold ``token_map.safetensors``; counted as weights, either
@@ -114,18 +114,21 @@ def weight_files(model_dir: PathArg) -> list[Path]:
         ModelLoadError: no weight files at all, or an index naming a missing shard.
     """
     directory = Path(model_dir)
+    if (directory / "model.safetensors").is_file():
+        return [directory / "model.safetensors"]
     index = directory / "model.safetensors.index.json"
     if index.is_file():
         try:
             shards = sorted({str(f) for f in json.loads(index.read_text())["weight_map"].values()})
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ModelLoadError(f"{index} is not a readable shard index ({exc})") from exc
+        outside = [s for s in shards if Path(s).name != s]  # a shard is a file of this folder, nothing else
+        if outside:
+            raise ModelLoadError(f"{index} names shards outside its folder: {', '.join(outside[:3])}")
         missing = [s for s in shards if not (directory / s).is_file()]
         if missing:
             raise ModelLoadError(f"{index} names shards that are missing: {', '.join(missing[:3])}")
         return [directory / s for s in shards]
-    if (directory / "model.safetensors").is_file():
-        return [directory / "model.safetensors"]
     safe = sorted(p for p in directory.glob("*.safetensors") if p.name != TOKEN_MAP_FILE)
     if safe:
         return safe

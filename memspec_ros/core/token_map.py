@@ -23,12 +23,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from memspec_ros.core.errors import ModelLoadError
 
 TOKEN_MAP_FILE = "token_map.safetensors"
 FORMAT = "memspec-token-map-1"
+MAX_TARGET_VOCAB = 1 << 21
+"""A file claiming a wider vocabulary is refused before the inverse table is allocated
+(the same cap as a config's ``vocab_size``, :mod:`memspec_ros.core.config_sanity`)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,9 @@ class TokenMap:
         inverse[ids] = torch.arange(ids.numel())
         object.__setattr__(self, "draft_to_target", ids.to(torch.long))
         object.__setattr__(self, "target_to_draft", inverse)
+        # numpy views for the proposer's per-token lookups (a torch index op costs several us)
+        object.__setattr__(self, "_to_draft_np", inverse.numpy())
+        object.__setattr__(self, "_to_target_np", self.draft_to_target.numpy())
 
     @classmethod
     def from_ids(cls, target_ids: Sequence[int], target_vocab_size: int) -> TokenMap:
@@ -76,16 +83,16 @@ class TokenMap:
 
     def to_draft(self, target_ids: Sequence[int]) -> list[int]:
         """Draft ids for context tokens (outside the subset: :attr:`other`)."""
-        return self.target_to_draft[torch.as_tensor(list(target_ids), dtype=torch.long)].tolist()
+        return self._to_draft_np[np.asarray(target_ids, dtype=np.int64)].tolist()
 
     def to_target(self, draft_id: int) -> int:
         """The target id of a proposable draft id."""
-        return int(self.draft_to_target[draft_id])
+        return int(self._to_target_np[draft_id])
 
     def scatter(self, probs: torch.Tensor) -> torch.Tensor:
         """A ``[..., n]`` distribution over the subset as ``[..., target_vocab_size]`` (zero elsewhere)."""
         full = probs.new_zeros((*probs.shape[:-1], self.target_vocab_size))
-        full[..., self.draft_to_target] = probs
+        full[..., self.draft_to_target.to(probs.device)] = probs
         return full
 
     def draft_inputs(self, target_ids: torch.Tensor) -> torch.Tensor:
@@ -101,7 +108,8 @@ class TokenMap:
         the subset's own and, last, the mass of every other token (what 'other' should predict)."""
         log_probs = torch.log_softmax(target_logits.float(), dim=-1)
         subset = log_probs[..., self.draft_to_target.to(target_logits.device)]
-        rest = torch.log1p(-subset.exp().sum(-1, keepdim=True).clamp(max=1.0 - 1e-6))
+        outside = (self.target_to_draft == self.other).to(target_logits.device)
+        rest = torch.logsumexp(log_probs[..., outside], dim=-1, keepdim=True)  # exact, however small
         return torch.cat([subset, rest], dim=-1)
 
     def save(self, folder: Path) -> Path:
@@ -132,8 +140,13 @@ def load_token_map(folder: Path | str) -> TokenMap | None:
             ids = fh.get_tensor("draft_to_target")
         if meta.get("format") != FORMAT:
             raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
-        return TokenMap(ids.to(torch.long), int(meta["target_vocab_size"]))
-    except (OSError, SafetensorError, KeyError, ValueError, TypeError) as exc:
+        if ids.is_floating_point() or ids.is_complex():
+            raise ValueError(f"draft_to_target holds {ids.dtype} values, not token ids")
+        width = int(meta["target_vocab_size"])
+        if not 0 < width <= MAX_TARGET_VOCAB:
+            raise ValueError(f"target_vocab_size {width} is outside 1..{MAX_TARGET_VOCAB}")
+        return TokenMap(ids.to(torch.long), width)
+    except (OSError, SafetensorError, KeyError, ValueError, TypeError, RuntimeError) as exc:
         raise ModelLoadError(f"{path}: not a usable token map ({exc}); {rebuild}") from exc
 
 

@@ -174,6 +174,11 @@ def record_dialogue(
         reasons.append(session.finish_reason or "length")
     assert session is not None
     ids = list(session.token_ids)
+    width = int(engine.target.config.get_text_config().vocab_size)
+    narrow = [n for n, d in drafts.items() if not isinstance(d, DraftProposer) and d.config.vocab_size != width]
+    if narrow:  # a subset draft's raw model would compare its own ids with the target's
+        raise ValueError(f"drafts {narrow} have fewer logits than the target: pass their proposers "
+                         "(DraftProposer with the draft's token map), not their models")
     target_hidden, target_argmax = _teacher_forced(engine.target, ids)
     predictions = {n: _draft_argmax(d, ids) for n, d in drafts.items()}
     trace = DialogueTrace(name=name)

@@ -14,6 +14,7 @@ from memspec_ros.core.errors import ModelLoadError, UnsafeModelFileError, Vocabu
 from memspec_ros.core.model_loading import (
     build_empty_model,
     check_vocab_compatible,
+    inspect_footprint,
     load_causal_lm,
     load_config,
     load_draft_model,
@@ -137,3 +138,39 @@ def test_load_state_rejects_garbage_and_wrong_shapes(tiny_zoo):
     target_bytes = weight_files(tiny_zoo.root / "target")[0].read_bytes()
     with pytest.raises(ModelLoadError, match="do not fit"):
         load_state_from_bytes(built, target_bytes)
+
+
+def test_weight_files_are_the_files_from_pretrained_reads(tmp_path):
+    """Not every *.safetensors file of a folder is weights: Mistral's repositories ship their own
+    ``consolidated.safetensors`` beside the transformers files, and a subset draft keeps its
+    ``token_map.safetensors``; counted as weights, either made the config check refuse the model."""
+    import shutil
+
+    tokenizer = train_tokenizer(320)
+    model = tiny_llama(len(tokenizer), 32, 2, seed=1)
+    single = save(model, tokenizer, tmp_path / "single")
+    (single / "token_map.safetensors").write_bytes((single / "model.safetensors").read_bytes())
+    (single / "consolidated.safetensors").write_bytes((single / "model.safetensors").read_bytes())
+    assert weight_files(single) == [single / "model.safetensors"]
+    sharded = tmp_path / "sharded"
+    model.save_pretrained(sharded, max_shard_size="20KB")
+    shards = sorted(p.name for p in sharded.glob("model-*.safetensors"))
+    assert len(shards) > 1 and [p.name for p in weight_files(sharded)] == shards
+    shutil.copy(single / "consolidated.safetensors", sharded / "consolidated.safetensors")
+    assert [p.name for p in weight_files(sharded)] == shards  # the index decides, not the glob
+    inspect_footprint(sharded)  # the config check sees exactly the model's tensors
+    index = json.loads((sharded / "model.safetensors.index.json").read_text())
+    first = next(iter(index["weight_map"]))
+    index["weight_map"][first] = "../single/model.safetensors"
+    (sharded / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(ModelLoadError, match="shards outside its folder"):
+        weight_files(sharded)
+    index["weight_map"][first] = "model-99-of-99.safetensors"
+    (sharded / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(ModelLoadError, match=r"missing: model-99-of-99\.safetensors"):
+        weight_files(sharded)
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    shutil.copy(single / "model.safetensors", loose / "weights.safetensors")
+    shutil.copy(single / "model.safetensors", loose / "token_map.safetensors")
+    assert weight_files(loose) == [loose / "weights.safetensors"]

@@ -50,6 +50,12 @@ def test_a_map_translates_both_ways_and_round_trips_through_its_file(tmp_path) -
     loaded = load_token_map(tmp_path)
     assert loaded is not None and loaded.draft_to_target.tolist() == [7, 2, 9] and loaded.target_vocab_size == 12
     assert load_token_map(tmp_path / "nowhere") is None
+    # what distillation teaches: the subset's log-probabilities and, last, the rest's mass
+    logits = torch.randn(2, 12)
+    taught = token_map.teacher_log_probs(logits).exp()
+    probs = torch.softmax(logits, -1)
+    torch.testing.assert_close(taught[:, :3], probs[:, [7, 2, 9]])
+    torch.testing.assert_close(taught[:, 3], 1 - probs[:, [7, 2, 9]].sum(-1))
 
 
 @pytest.mark.parametrize(("ids", "match"), [([], "non-empty"), ([1, 1], "distinct"), ([3, 12], r"\[0, 12\)")])
@@ -59,9 +65,36 @@ def test_a_bad_map_is_refused(ids, match) -> None:
 
 
 def test_a_damaged_map_file_names_the_file_and_the_fix(tmp_path) -> None:
+    from safetensors.torch import save_file
+
     (tmp_path / TOKEN_MAP_FILE).write_bytes(b"not safetensors")
     with pytest.raises(ModelLoadError, match=rf"{TOKEN_MAP_FILE}: not a usable token map .*memspec_build drafts"):
         load_token_map(tmp_path)
+    for ids, width, match in ((torch.tensor([1.5, 2.0]), "12", "not token ids"),
+                              (torch.tensor([1, 2]), str(1 << 40), "outside"),
+                              (torch.tensor([1, 2]), "twelve", "invalid literal")):
+        save_file({"draft_to_target": ids}, str(tmp_path / TOKEN_MAP_FILE),
+                  metadata={"format": "memspec-token-map-1", "target_vocab_size": width})
+        with pytest.raises(ModelLoadError, match=match):
+            load_token_map(tmp_path)
+
+
+def test_traces_refuse_a_subset_drafts_bare_model() -> None:
+    """Teacher-forced traces compare a draft's argmax with target ids: a subset draft's raw
+    model would compare its own ids, so its proposer (with the map) is required."""
+    from memspec_ros.runtime.traces import Turn, record_dialogue
+
+    tokenizer = train_tokenizer(320)
+    vocab = len(tokenizer)
+    target = tiny_llama(vocab, 32, 2, seed=3)
+    token_map = TokenMap.from_ids(range(0, vocab, 2), vocab)
+    subset = subset_draft(target, token_map, 0.02, seed=8)
+    engine = SpeculativeEngine(target, tokenizer)
+    turns = [Turn(prompt="The robot moves", domain="robot", max_new_tokens=6)]
+    with pytest.raises(ValueError, match="pass their proposers"):
+        record_dialogue(engine, {"subset": subset}, turns)
+    trace = record_dialogue(engine, {"subset": DraftProposer(subset, "subset", token_map)}, turns)
+    assert len(trace.turns[0].match["subset"]) == len(trace.turns[0].output_ids)
 
 
 def test_greedy_output_is_the_targets_with_a_subset_draft(tmp_path) -> None:
@@ -80,7 +113,8 @@ def test_greedy_output_is_the_targets_with_a_subset_draft(tmp_path) -> None:
     assert session.output_ids == reference
     accepted, proposed = sum(s.accepted for s in session.stats), sum(s.proposed for s in session.stats)
     assert 0 < accepted < proposed
-    assert all(t in draft.token_map.draft_to_target.tolist() for t in draft.seen_tokens if t in common)
+    kept = len(draft.seen_tokens) - 3  # the last round's rejected proposals may still be in its cache
+    assert draft.seen_tokens[:kept] == session.token_ids[:kept]  # target ids, not draft ids
     # the folder form the node loads: model + map, and a model that does not fit its map is refused
     folder = save(draft.model, tokenizer, tmp_path / "draft-subset")
     token_map.save(folder)
