@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -81,43 +82,38 @@ class _Failing(Waitable[None]):
         return False
 
 
-def test_spinning_survives_an_error_out_of_rclpy_and_callbacks_go_on(context: Context) -> None:
-    node = Node("memspec_test_resilient", context=context)
+@contextmanager
+def _spinning(context: Context, name: str, failures: int) -> Iterator[tuple[Node, threading.Thread, list]]:
+    """A node with a waitable failing ``failures`` times, spun by ``spin_until_stopped`` in a
+    thread; yields the node, the thread and the errors spinning survived; stops and joins it."""
+    node = Node(name, context=context)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
-    node.add_waitable(_Failing(node, times=1))
-    ticks = threading.Event()
-    node.create_timer(0.05, ticks.set)
+    node.add_waitable(_Failing(node, times=failures))
     stop, survived = threading.Event(), []
     thread = threading.Thread(target=spin_until_stopped, args=(executor, stop, survived.append), daemon=True)
     thread.start()
     try:
-        assert ticks.wait(10.0), "the timer never fired after the error"
-        assert [str(e) for e in survived] == ["action server pointer is invalid"]
-        assert thread.is_alive()
+        yield node, thread, survived
     finally:
         stop.set()
         executor.shutdown()
         thread.join(5.0)
         node.destroy_node()
     assert not thread.is_alive()
+
+
+def test_spinning_survives_an_error_out_of_rclpy_and_callbacks_go_on(context: Context) -> None:
+    ticks = threading.Event()
+    with _spinning(context, "memspec_test_resilient", failures=1) as (node, thread, survived):
+        node.create_timer(0.05, ticks.set)
+        assert ticks.wait(10.0), "the timer never fired after the error"
+        assert [str(e) for e in survived] == ["action server pointer is invalid"]
+        assert thread.is_alive()
 
 
 def test_an_error_that_keeps_coming_back_is_retried_ever_more_slowly(context: Context) -> None:
     """Without a backoff a waitable broken for good spun a core: 8,000 errors logged in 0.5 s."""
-    node = Node("memspec_test_backoff", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    node.add_waitable(_Failing(node, times=10**9))
-    stop, survived = threading.Event(), []
-    thread = threading.Thread(target=spin_until_stopped, args=(executor, stop, survived.append), daemon=True)
-    thread.start()
-    try:
-        stop.wait(1.0)  # the test's observation window (spinning runs meanwhile)
+    with _spinning(context, "memspec_test_backoff", failures=10**9) as (_node, _thread, survived):
+        threading.Event().wait(1.0)  # the test's observation window (spinning runs meanwhile)
         assert 3 <= len(survived) <= 12, len(survived)  # pauses of 10, 20, 40 ... ms
-    finally:
-        stop.set()
-        executor.shutdown()
-        thread.join(5.0)
-        node.destroy_node()
-    assert not thread.is_alive()
