@@ -12,7 +12,7 @@ def tree_data_files(root: str, skip: tuple[str, ...] = ()) -> list[tuple[str, li
     """data_files entries installing every file under ``root`` into share/<package>/<root>.
 
     A plain ``colcon build`` (no symlink install) copies only what data_files names, and the
-    node finds the bundled zoo in the share directory (memspec_ros/bundled_zoo.py), so the
+    node finds the bundled model sets in the share directory (memspec_ros/bundled_models.py), so the
     whole folder tree is listed, one entry per directory. Top-level folders named in ``skip``
     are left out (``make zoo``'s intermediate files in ``models/zoo/work``).
     """
@@ -32,6 +32,9 @@ setup(
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
         *tree_data_files("models/zoo", skip=("work",)),
+        # the default model set; its target is fetched into the installed folder by
+        # memspec_fetch_target (models/smollm2/target.source.yaml), never installed from the checkout
+        *tree_data_files("models/smollm2", skip=("work", "target")),
     ],
     install_requires=["setuptools"],
     zip_safe=False,
@@ -45,6 +48,7 @@ setup(
             "memspec_generate = memspec_ros.ros.generate_cli:main",
             "memspec_monitor = memspec_ros.ros.monitor_cli:main",
             "memspec_build = memspec_ros.builder.cli:main",
+            "memspec_fetch_target = memspec_ros.builder.fetch_cli:main",
         ],
     },
 )

@@ -40,6 +40,7 @@ from memspec_ros.runtime import (
     calibrate_overheads,
     measure_cost_model,
 )
+from memspec_ros.runtime.turns import opening_ids
 
 from .drift import Drift
 from .policy_factory import PolicyFactory
@@ -140,9 +141,9 @@ def calibrate(testbed: Testbed, session: ScriptedDialogue, context: DialogueTrac
     # from run to run, one common offset that showed in every policy's simulation.
     cost = measure_cost_model(testbed.engine.target, testbed.proposers, context.context_tokens(), k,
                               repeats=repeats, engine=testbed.engine,
-                              round_prompts=[t.prompt for t in session.turns],
+                              round_prompts=[opening_ids(testbed.engine, t) for t in session.turns],
                               max_new_tokens=max(t.max_new_tokens for t in session.turns))
-    probe_prompt = testbed.engine.encode(session.turns[0].prompt)
+    probe_prompt = opening_ids(testbed.engine, session.turns[0])
     probe_s = target_step_s(testbed.engine, probe_prompt)  # the machine's speed when the model was measured
     unthrottled = measure_load_times(testbed, StorageModel())
     static = DraftRuntime(testbed.engine, testbed.catalogue, budget, factory("static"),

@@ -38,7 +38,7 @@ import torch
 from transformers import GenerationConfig
 from transformers.utils import logging as hf_logging
 
-from memspec_ros.bundled_zoo import bundled_zoo_root
+from memspec_ros.bundled_models import bundled_zoo_root
 from memspec_ros.core import GREEDY, DraftProposer, SpeculativeEngine
 from memspec_ros.core.model_loading import (
     configure_threads,

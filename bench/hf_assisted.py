@@ -111,7 +111,7 @@ def run_hf_assisted(testbed: Testbed, trace: DialogueTraces, draft: str, k: int,
         for conv in trace.conversations:
             context: list[int] = []
             for turn in conv.turns:
-                context += turn.prompt_ids
+                context = context[:len(context) - turn.rewind] + turn.prompt_ids
                 out, seconds = assisted_generate(testbed, context, turn.max_new_tokens, assistant)
                 wall += seconds
                 tokens += len(out)
@@ -146,6 +146,7 @@ def reencoding(trace: DialogueTraces, cost: CostModel) -> tuple[int, float]:
     for conv in trace.conversations:
         context = 0
         for turn in conv.turns:
+            context -= turn.rewind
             tokens += context
             seconds += cost.prefill(context + len(turn.prompt_ids)) - cost.prefill(len(turn.prompt_ids))
             context += len(turn.prompt_ids) + len(turn.output_ids)

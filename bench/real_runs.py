@@ -15,6 +15,10 @@ import time
 
 from memspec_ros.core.engine import DecodeState, SpeculativeEngine
 from memspec_ros.runtime import Budget, DraftRuntime, GenerationReport, RuntimeConfig
+from memspec_ros.runtime.chat import ChatMessage, ChatTurn
+from memspec_ros.runtime.conversation import Conversation
+from memspec_ros.runtime.traces import Turn
+from memspec_ros.runtime.turns import answered, fit_user_message
 
 from .measures import RunMeasure, measure_reports
 from .policy_factory import PolicyFactory
@@ -31,8 +35,18 @@ def serve_session(runtime: DraftRuntime, session: ScriptedDialogue, cursor: Conv
         if cursor is not None:
             cursor.index = i
         conv = runtime.new_conversation()
-        reports += [runtime.generate(t.prompt, t.max_new_tokens, conversation=conv) for t in turns]
+        reports += [serve_turn(runtime, conv, t) for t in turns]
     return reports
+
+
+def serve_turn(runtime: DraftRuntime, conversation: Conversation, turn: Turn) -> GenerationReport:
+    """One workload turn: its text, or (a chat turn) its user message, admitted as the node admits a goal."""
+    if not turn.chat:
+        return runtime.generate(turn.prompt, turn.max_new_tokens, conversation=conversation)
+    admission = runtime.admit(ChatTurn((ChatMessage("user", turn.prompt),), turn.system_prompt), turn.max_new_tokens)
+    if admission.request is None:
+        raise ValueError(f"chat turn refused: {admission.problem}")
+    return runtime.run_turn(admission.request, conversation=conversation)
 
 
 def run_policy(testbed: Testbed, session: ScriptedDialogue, traces: DialogueTraces, factory: PolicyFactory, name: str,
@@ -67,9 +81,16 @@ def run_target_only(engine: SpeculativeEngine, session: ScriptedDialogue, traces
     outputs: list[list[int]] = []
     for turns in session.conversations:
         conv: DecodeState | None = None
+        chat = Conversation()
         for turn in turns:
             t0 = time.perf_counter()
-            conv = engine.run_turn(conv, turn.prompt, turn.max_new_tokens)
+            if turn.chat:  # rendered as the runtime renders it: the same tokens as the traces
+                chat.state = conv
+                fitted = fit_user_message(engine, chat, turn)
+                conv = engine.run_turn(chat.state, fitted.prompt_ids, turn.max_new_tokens)
+                answered(chat, fitted, conv.text())
+            else:
+                conv = engine.run_turn(conv, turn.prompt, turn.max_new_tokens)
             wall += time.perf_counter() - t0
             rounds += len(conv.stats)
             verify += sum(st.verify_seconds for st in conv.stats)

@@ -80,7 +80,7 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
     """Run everything; returns the path of ``results.json``."""
     from memspec_ros.runtime import POLICY_NAMES, Budget
     from memspec_ros.runtime.thread_choice import choose_threads
-    from memspec_ros.runtime.workload import load_prompts
+    from memspec_ros.runtime.workload import load_chat_style, load_prompts
 
     from .calibration import calibrate
     from .experiments import Bench, ablation, oracle_granularity, run_headline, run_sweeps
@@ -116,6 +116,7 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
         raise SystemExit(f"prompts file {cfg.prompts_file} does not exist: pass --prompts with held-out prompts "
                          "of the catalogue's domains")
     prompts = load_prompts(cfg.prompts_file)
+    style = load_chat_style(cfg.prompts_file)
     mismatch = domain_mismatch(prompts, testbed.catalogue.domains)
     if mismatch:
         raise SystemExit(f"{display_path(cfg.prompts_file)}: {mismatch}")
@@ -126,7 +127,7 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
         workload = build_workload(prompts, exclude=training, sessions=cfg.sessions, turns=cfg.turns,
                                   max_new_tokens=cfg.max_new_tokens, shift_rates=cfg.shift_rates,
                                   calibration_turns=cfg.calibration_turns, seed=cfg.seed,
-                                  carry_context=cfg.carry_context, home=cfg.home_domain)
+                                  carry_context=cfg.carry_context, home=cfg.home_domain, style=style)
     except ValueError as exc:  # too few prompts for these sizes, an unknown home domain: the user's to fix
         raise SystemExit(f"cannot build the workload from {display_path(cfg.prompts_file)}: {exc}") from None
     progress.log(f"workload: {len(workload.sessions)} sessions, {workload.excluded_prompts} prompt(s) excluded "

@@ -115,8 +115,8 @@ def _simulate(models: ScaledModels, policy_name: str, bench: Bench, conversation
     sim = Simulator(models.catalogue, bench.budget, policy, models.cost, bench.runtime_config())
     sim.warm_up()
     for conversation in conversations:
-        starts = list(itertools.accumulate((len(t.prompt_ids) + len(t.output_ids) for t in conversation.turns),
-                                           initial=0))
+        starts = list(itertools.accumulate((len(t.prompt_ids) + len(t.output_ids) - t.rewind
+                                            for t in conversation.turns), initial=0))
         mark = [time.perf_counter(), predictor.seconds]
 
         def on_report(i: int, report: GenerationReport, _starts: list[int] = starts, mark: list = mark) -> None:

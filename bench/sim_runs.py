@@ -51,7 +51,7 @@ def model_target_only(traces: DialogueTraces, cost: CostModel) -> RunMeasure:
         context = 0
         for i, turn in enumerate(conv.turns):
             n = len(turn.output_ids)
-            context += len(turn.prompt_ids)
+            context += len(turn.prompt_ids) - turn.rewind
             wall += cost.prefill(len(turn.prompt_ids) - (1 if i == 0 else 0))
             step_s = sum(cost.verify(0, context + j) for j in range(n))
             wall += step_s

@@ -160,7 +160,7 @@ def _sampled(runtime: DraftRuntime, step: Callable[[], tuple[int, int]], rounds:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the soak on the bundled zoo and print samples and the verdict (JSON with ``--out``)."""
-    from memspec_ros.bundled_zoo import bundled_zoo_root
+    from memspec_ros.bundled_models import bundled_zoo_root
     from memspec_ros.core.engine import SpeculativeEngine
     from memspec_ros.core.model_loading import configure_threads, load_causal_lm, load_tokenizer
     from memspec_ros.runtime import Budget, Catalogue, RuntimeConfig, load_catalogue_file, make_policy

@@ -41,7 +41,11 @@ class DialogueTraces:
 
     def context_tokens(self) -> list[int]:
         """The session's token ids (prompts and outputs), conversation after conversation."""
-        return [t for turn in self.turns for t in (*turn.prompt_ids, *turn.output_ids)]
+        ids: list[int] = []
+        for turn in self.turns:
+            del ids[len(ids) - turn.rewind:]
+            ids += [*turn.prompt_ids, *turn.output_ids]
+        return ids
 
     def prefix(self, n_turns: int) -> DialogueTraces:
         """The traces of the session's first ``n_turns`` turns (exact: later turns never affect earlier ones)."""
@@ -73,13 +77,16 @@ class ConversationCursor:
 
 def trace_key(fingerprint: str, turns: Sequence[Turn]) -> str:
     """Cache key: the weights and everything about the conversation that changes its tokens."""
-    payload = json.dumps([fingerprint, [[t.prompt, t.max_new_tokens] for t in turns]])
+    payload = json.dumps([fingerprint, [[t.prompt, t.max_new_tokens] + ([t.system_prompt] if t.chat else [])
+                                        for t in turns]])
     return hashlib.sha1(payload.encode()).hexdigest()[:16]
 
 
 def _conversation_trace(testbed: Testbed, turns: Sequence[Turn], name: str, cache_dir: Path, k: int
                         ) -> tuple[DialogueTrace, bool]:
-    path = cache_dir / f"trace-{trace_key(testbed.fingerprint, turns)}.npz"
+    template = testbed.engine.tokenizer.chat_template if any(t.chat for t in turns) else None
+    key = trace_key(testbed.fingerprint + (hashlib.sha1(str(template).encode()).hexdigest() if template else ""), turns)
+    path = cache_dir / f"trace-{key}.npz"
     trace = None
     if path.exists():
         try:

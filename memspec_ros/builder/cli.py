@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Hugging Face causal LM folder: config.json, *.safetensors, its tokenizer "
                              "(no trust_remote_code models)")
     drafts.add_argument("--corpus", action="append", default=[], metavar="DOMAIN=PATH",
-                        help="a domain's corpus: a .jsonl file (one document per line, in --text-field), a .txt "
+                        help="a domain's corpus: a .jsonl file (one document per line, in --text-field, or a "
+                             "conversation in field messages, rendered with the target's chat template), a .txt "
                              "file (documents separated by blank lines) or a folder of them; repeat per domain")
     drafts.add_argument("--corpora", type=Path, default=None, metavar="DIR",
                         help="a folder whose <domain>.txt, <domain>.jsonl and <domain>/ entries are the corpora")
@@ -104,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "(Llama 3, Qwen2.5, Gemma 3). Still lossless: the target writes every token. "
                              "0 (default): the target's whole vocabulary")
     drafts.add_argument("--seed", type=int, default=0)
+    drafts.add_argument("--save-dtype", choices=("bfloat16", "float16", "float32"), default=None,
+                        help="the dtype the draft files are written in (default: the target's when it is stored "
+                             "in 16 bits, else float32); bfloat16 halves them, the node computes in its own dtype")
+    drafts.add_argument("--resize", action="store_true",
+                        help="measure the draft sizes again (after a sizing warned that the machine was busy); "
+                             "the other finished steps are kept, drafts are retrained only if their size changes")
 
     predictor = sub.add_parser(
         "predictor", help="train the draft-need predictor for the catalogue in --out",
@@ -125,10 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
     _common(evaluate, 600.0, "seconds for the target's held-out continuations (default 600)")
     evaluate.add_argument("--prompts-per-domain", type=_positive(int), default=24)
     evaluate.add_argument("--max-new-tokens", type=_positive(int), default=64)
+    evaluate.add_argument("--prompts", type=Path, default=None, metavar="FILE",
+                          help="your own held-out prompts instead of <out>/heldout/prompts.jsonl: JSON lines "
+                               "{\"domain\": ..., \"prompt\": text} or {\"domain\": ..., \"messages\": [...]} "
+                               "(a conversation ending with the user's message, rendered with the target's chat "
+                               "template); every domain must be one of the build's")
     return parser
 
 
 def _drafts(args: argparse.Namespace) -> None:
+    from memspec_ros.builder.chat_rendering import target_chat_renderers
     from memspec_ros.builder.corpora import parse_corpus_arguments, read_corpus
     from memspec_ros.builder.draft_architecture import parse_shape
     from memspec_ros.builder.drafts_step import DraftSettings, run_drafts
@@ -142,7 +155,9 @@ def _drafts(args: argparse.Namespace) -> None:
             raise BuildError(f"--draft-shape: {exc}") from None
     target = check_target_folder(args.target)
     sources = parse_corpus_arguments(args.corpus, args.corpora)
-    corpora = [read_corpus(domain, path, args.text_field) for domain, path in sources.items()]
+    renderers = target_chat_renderers(target.path)
+    render_chat = renderers[0] if renderers else None
+    corpora = [read_corpus(domain, path, args.text_field, render_chat) for domain, path in sources.items()]
     if args.validation_checks < 0:
         raise BuildError(f"--validation-checks must be 0 (keep the last weights) or more, got {args.validation_checks}")
     if args.draft_vocab < 0:
@@ -154,8 +169,9 @@ def _drafts(args: argparse.Namespace) -> None:
                              max_positions=args.draft_max_positions, shape=shape, domain_shapes=per_domain,
                              specialists_from=args.specialists_from, general_units=args.general_share or 0.0,
                              validation_checks=args.validation_checks, draft_vocab=args.draft_vocab,
-                             seed=args.seed)
-    build = run_drafts(target, corpora, args.out.expanduser().resolve(), settings, force=args.force)
+                             seed=args.seed, save_dtype=args.save_dtype or "")
+    build = run_drafts(target, corpora, args.out.expanduser().resolve(), settings, force=args.force,
+                       resize=args.resize)
     print(f"[drafts] done: {len(build.drafts)} drafts in {args.out}; next: memspec_build predictor --out {args.out}",
           flush=True)
 
@@ -191,7 +207,8 @@ def _evaluate(args: argparse.Namespace) -> None:
     from memspec_ros.builder.evaluation import EvaluationSettings, run_evaluate
 
     settings = EvaluationSettings(time_budget_s=args.time_budget_s, prompts_per_domain=args.prompts_per_domain,
-                                  max_new_tokens=args.max_new_tokens, k=args.k)
+                                  max_new_tokens=args.max_new_tokens, k=args.k,
+                                  prompts_file=str(args.prompts.expanduser().resolve()) if args.prompts else None)
     run_evaluate(args.out.expanduser().resolve(), settings, force=args.force)
 
 

@@ -25,8 +25,8 @@ import math
 import random
 import re
 import zlib
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from memspec_ros.builder.errors import BuildError
@@ -39,6 +39,12 @@ MIN_DOCUMENTS = 3
 """Two held-out documents (the split keeps at least two) and one to train on."""
 _DOMAIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,57}$")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n+")
+CHAT_ROLES = ("system", "user", "assistant")
+
+ChatMessages = tuple[tuple[str, str], ...]
+"""A conversation as ``(role, content)`` pairs."""
+ChatRenderer = Callable[[ChatMessages], str]
+"""Renders a whole conversation with the target's chat template (no generation prompt)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,9 @@ class Corpus:
     domain: str
     source: Path
     documents: tuple[str, ...]
+    chats: Mapping[str, ChatMessages] = field(default_factory=dict, compare=False)
+    """For documents given as chat messages: rendered text -> its messages. Prompts for such a
+    document end where an answer begins (:func:`memspec_ros.builder.prompts.chat_prompts`)."""
 
     @property
     def digest(self) -> str:
@@ -95,18 +104,28 @@ def domain_seed(domain: str) -> int:
     return zlib.crc32(domain.encode())
 
 
-def write_jsonl(path: Path, docs: Iterable[str]) -> None:
-    """Write one ``{"text": ...}`` object per line."""
+def write_jsonl(path: Path, docs: Iterable[str], chats: Mapping[str, ChatMessages] | None = None) -> None:
+    """Write one ``{"text": ...}`` object per line (with its ``messages`` for a chat document)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    chats = chats or {}
     with path.open("w", encoding="utf-8") as fh:
         for doc in docs:
-            fh.write(json.dumps({"text": doc}, ensure_ascii=False) + "\n")
+            row: dict[str, object] = {"text": doc}
+            if doc in chats:
+                row["messages"] = [list(m) for m in chats[doc]]
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def read_jsonl(path: Path) -> list[str]:
     """Read the ``text`` field of every line of a JSON-lines file this package wrote."""
+    return [text for text, _ in read_jsonl_rows(path)]
+
+
+def read_jsonl_rows(path: Path) -> list[tuple[str, ChatMessages | None]]:
+    """Every line of a JSON-lines file this package wrote: its text, and its messages if a chat."""
     with path.open(encoding="utf-8") as fh:
-        return [json.loads(line)["text"] for line in fh if line.strip()]
+        rows = [json.loads(line) for line in fh if line.strip()]
+    return [(row["text"], tuple((r, c) for r, c in row["messages"]) if "messages" in row else None) for row in rows]
 
 
 def parse_corpus_arguments(pairs: list[str], folder: Path | None) -> dict[str, Path]:
@@ -144,8 +163,13 @@ def _add(sources: dict[str, Path], domain: str, path: Path) -> None:
     sources[domain] = path
 
 
-def read_corpus(domain: str, path: Path, text_field: str = "text") -> Corpus:
-    """Read one domain's documents; :class:`BuildError` if unreadable, undecodable or empty."""
+def read_corpus(domain: str, path: Path, text_field: str = "text", render_chat: ChatRenderer | None = None) -> Corpus:
+    """Read one domain's documents; :class:`BuildError` if unreadable, undecodable or empty.
+
+    ``render_chat`` renders ``.jsonl`` lines given as ``messages`` (None: the target has no chat
+    template, and such lines are refused).
+    """
+    chats: dict[str, ChatMessages] = {}
     if not path.exists():
         raise BuildError(f"corpus of domain {domain!r}: {path} does not exist")
     if path.is_dir():
@@ -154,14 +178,14 @@ def read_corpus(domain: str, path: Path, text_field: str = "text") -> Corpus:
             raise BuildError(f"corpus of domain {domain!r}: folder {path} holds no .txt or .jsonl file")
         docs: list[str] = []
         for f in files:
-            docs += _jsonl_documents(f, text_field) if f.suffix == ".jsonl" else [_decode(f)]
+            docs += _jsonl_documents(f, text_field, render_chat, chats) if f.suffix == ".jsonl" else [_decode(f)]
     elif path.suffix == ".jsonl":
-        docs = _jsonl_documents(path, text_field)
+        docs = _jsonl_documents(path, text_field, render_chat, chats)
     elif path.suffix == ".txt":
         docs = _PARAGRAPH_BREAK.split(_decode(path))
     else:
         raise BuildError(f"corpus of domain {domain!r}: {path} is neither .txt, .jsonl nor a folder of them")
-    docs = [d.strip("\n") for d in docs if d.strip()]
+    docs = [d for d in docs if d.strip()]
     if not docs:
         raise BuildError(f"corpus of domain {domain!r} ({path}) is empty: it has no text to train on")
     if len(docs) < MIN_DOCUMENTS:
@@ -169,7 +193,8 @@ def read_corpus(domain: str, path: Path, text_field: str = "text") -> Corpus:
             f"corpus of domain {domain!r} ({path}) has {len(docs)} document(s); at least {MIN_DOCUMENTS} are "
             "needed, since held-out text is split off by document (separate documents by blank lines in a "
             ".txt file, or give one per line of a .jsonl file)")
-    return Corpus(domain=domain, source=path, documents=tuple(docs))
+    docs = [d.strip("\n") if d not in chats else d for d in docs]
+    return Corpus(domain=domain, source=path, documents=tuple(docs), chats=chats)
 
 
 def _decode(path: Path) -> str:
@@ -181,7 +206,8 @@ def _decode(path: Path) -> str:
                          "convert it, e.g. iconv -f latin1 -t utf-8") from None
 
 
-def _jsonl_documents(path: Path, text_field: str) -> list[str]:
+def _jsonl_documents(path: Path, text_field: str, render_chat: ChatRenderer | None,
+                     chats: dict[str, ChatMessages]) -> list[str]:
     docs = []
     for number, line in enumerate(_decode(path).splitlines(), start=1):
         if not line.strip():
@@ -191,8 +217,38 @@ def _jsonl_documents(path: Path, text_field: str) -> list[str]:
         except json.JSONDecodeError as exc:
             raise BuildError(f"corpus file {path} line {number} is not JSON ({exc.msg}); "
                              "a .jsonl corpus holds one JSON object per line") from None
+        if isinstance(row, dict) and "messages" in row and text_field not in row:
+            messages = parse_chat_messages(row["messages"], f"corpus file {path} line {number}")
+            if render_chat is None:
+                raise BuildError(f"corpus file {path} line {number} is a conversation (messages), but the target's "
+                                 "tokenizer has no chat template to render it with: give the text itself in "
+                                 f"field {text_field!r}")
+            text = render_chat(messages)
+            chats[text] = messages
+            docs.append(text)
+            continue
         if not isinstance(row, dict) or not isinstance(row.get(text_field), str):
             raise BuildError(f"corpus file {path} line {number} has no text field {text_field!r} "
-                             "(name the field with --text-field)")
+                             "(name the field with --text-field) and no conversation in field 'messages'")
         docs.append(row[text_field])
     return docs
+
+
+def parse_chat_messages(raw: object, where: str, *, need_answer: bool = True) -> ChatMessages:
+    """``messages`` of a corpus line as ``(role, content)`` pairs, checked: the template renders only these.
+
+    ``need_answer``: a corpus conversation must hold an answer to learn; a prompt must not end in one.
+    """
+    if not isinstance(raw, list) or not raw:
+        raise BuildError(f"{where}: messages must be a non-empty list of {{\"role\", \"content\"}} objects")
+    out = []
+    for i, m in enumerate(raw):
+        if not isinstance(m, dict) or m.get("role") not in CHAT_ROLES or not isinstance(m.get("content"), str):
+            raise BuildError(f"{where}: message {i} must be {{\"role\": one of {', '.join(CHAT_ROLES)}, "
+                             "\"content\": text}")
+        out.append((m["role"], m["content"]))
+    if need_answer and not any(role == "assistant" for role, _ in out):
+        raise BuildError(f"{where}: the conversation has no assistant message, so there is no answer to learn")
+    if not need_answer and out[-1][0] != "user":
+        raise BuildError(f"{where}: a prompt's messages must end with the user's message")
+    return tuple(out)

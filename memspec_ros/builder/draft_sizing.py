@@ -12,16 +12,20 @@ the report says speculation will barely pay; ``evaluate`` then shows it in its v
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass
 
 import torch
 from transformers import LlamaForCausalLM, PreTrainedModel
 
 from memspec_ros.builder.draft_architecture import Shape, llama_config
-from memspec_ros.builder.step_timing import draft_step_ms, step_ms
+from memspec_ros.builder.machine_load import load_average
+from memspec_ros.builder.step_timing import draft_timer, target_timer
 from memspec_ros.builder.target_folder import TargetInfo
 
 MIN_RATIO = 8.0
+UNSTABLE_SPREAD = 0.25
+"""Above this relative spread between rounds the machine's speed moved too much to trust a sizing."""
 
 CANDIDATES: tuple[Shape, ...] = (
     Shape(hidden=512, layers=4, heads=8, kv_heads=8, intermediate=1376),
@@ -55,6 +59,12 @@ class SizingResult:
     """The chosen draft's 1-token step."""
     ratio: float
     ratio_met: bool
+    spread: float = 0.0
+    """The largest interquartile spread of any figure over its rounds, relative to its median."""
+    unstable: bool = False
+    """The spread exceeded :data:`UNSTABLE_SPREAD`: the machine was busy and the choice may be off."""
+    load_average: float = 0.0
+    """The 1-minute load average when the measurement ended."""
 
     @property
     def shape(self) -> Shape:
@@ -83,40 +93,82 @@ def _draft(shape: Shape, target: TargetInfo, vocab_size: int | None) -> PreTrain
 
 
 def choose_draft_shape(target_model: PreTrainedModel, target: TargetInfo, k: int, *,
-                       candidates: tuple[Shape, ...] = CANDIDATES, reps: int = 20,
+                       candidates: tuple[Shape, ...] = CANDIDATES, rounds: int = 7, reps: int = 8,
                        vocab_size: int | None = None) -> SizingResult:
-    """Measure the target and candidate drafts; return the largest draft meeting the rule.
+    """Measure the target and every candidate draft, interleaved; return the largest draft meeting the rule.
+
+    Why interleaved and repeated: on a shared machine the speed changes for seconds at a time, and
+    a build that measured its candidates one after the other once chose a 96x2 draft because the
+    larger shapes happened to fall into busy spells (256x3 2.9 ms, 192x2 9.5 ms, 128x2 4.2 ms,
+    96x2 0.56 ms). So each of ``rounds`` rounds times the target's verification, its 1-token step
+    and every candidate once (``reps`` calls, their median), the candidates in a rotating order;
+    a figure is the lower quartile of its rounds (other work only ever adds time). A draft's step
+    cannot really fall as it grows, so the figures are made non-decreasing in size (a smaller
+    shape gets the larger shape's figure where that one measured faster): a larger shape measured
+    slow in a busy spell then slows the smaller ones' figures too instead of alone losing the
+    choice. The rounds' spread is reported; above :data:`UNSTABLE_SPREAD` the result is flagged
+    ``unstable`` and the build warns (``--resize`` measures again).
 
     ``vocab_size`` is the drafts' vocabulary (default: the target's; smaller for subset drafts,
     whose steps are cheaper, so a larger shape may meet the rule)."""
-    # On a shared machine a burst of other work inflates a measurement; the target is measured
-    # before and after the candidates and the lower figure kept, which can only make the rule stricter.
-    verify = step_ms(target_model, k + 1, reps=reps)
-    single = step_ms(target_model, 1, reps=reps)
-    draft_ms: list[tuple[Shape, float]] = []
+    timers = {"verify": target_timer(target_model, k + 1), "step": target_timer(target_model, 1)}
     for shape in candidates:
         torch.manual_seed(0)
-        ms = draft_step_ms(_draft(shape, target, vocab_size), reps=reps)
-        draft_ms.append((shape, ms))
-        print(f"[sizing] draft {shape.label}: step {ms:.3f} ms, target verify / step = {verify / ms:.1f}x",
-              flush=True)
-        if verify / ms >= MIN_RATIO:
-            break
-    verify = min(verify, step_ms(target_model, k + 1, reps=reps))
+        timers[shape.label] = draft_timer(_draft(shape, target, vocab_size))
+    samples: dict[str, list[float]] = {name: [] for name in timers}
+    labels = [s.label for s in candidates]
+    for r in range(rounds):
+        shift = r % len(labels)
+        for name in ["verify", "step", *labels[shift:], *labels[:shift]]:
+            samples[name].append(timers[name](reps))
+    low = {name: _quartile(v) for name, v in samples.items()}
+    spread = {name: _spread(v) for name, v in samples.items()}
+    fitted = _monotone([low[label] for label in labels])  # candidates are largest first
+    verify = low["verify"]
     measured: list[dict[str, float | str]] = []
-    chosen, ratio, chosen_ms = candidates[-1], 0.0, 0.0
-    for shape, ms in draft_ms:
-        measured.append({"shape": shape.label, "draft_step_ms": round(ms, 4), "ratio": round(verify / ms, 2)})
-        chosen, ratio, chosen_ms = shape, verify / ms, ms
-        if ratio >= MIN_RATIO:
+    chosen, ratio, chosen_ms = candidates[-1], verify / fitted[-1], fitted[-1]
+    for shape, ms, raw in zip(candidates, fitted, (low[label] for label in labels), strict=True):
+        measured.append({"shape": shape.label, "draft_step_ms": round(ms, 4), "measured_ms": round(raw, 4),
+                         "spread": round(spread[shape.label], 3), "ratio": round(verify / ms, 2)})
+    for shape, ms in zip(candidates, fitted, strict=True):
+        if verify / ms >= MIN_RATIO:
+            chosen, ratio, chosen_ms = shape, verify / ms, ms
             break
-    return SizingResult(k=k, target_verify_ms=round(verify, 4), target_step_ms=round(single, 4),
+    for row in measured:
+        print(f"[sizing] draft {row['shape']}: step {row['draft_step_ms']:.3f} ms (measured {row['measured_ms']:.3f}, "
+              f"spread {row['spread']:.0%}), target verify / step = {row['ratio']:.1f}x", flush=True)
+    worst = max(spread.values())
+    return SizingResult(k=k, target_verify_ms=round(verify, 4), target_step_ms=round(low["step"], 4),
                         measured=measured, chosen=asdict(chosen), draft_step_ms=round(chosen_ms, 4),
-                        ratio=round(ratio, 2),
-                        ratio_met=ratio >= MIN_RATIO)
+                        ratio=round(ratio, 2), ratio_met=ratio >= MIN_RATIO, spread=round(worst, 3),
+                        unstable=worst > UNSTABLE_SPREAD, load_average=round(load_average() or 0.0, 2))
+
+
+def _quartile(values: list[float]) -> float:
+    """Lower quartile: busy spells only ever add time, so the low end is the model's own cost."""
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 4]
+
+
+def _spread(values: list[float]) -> float:
+    """Interquartile range over the median: how much the machine's speed moved during the rounds."""
+    ordered = sorted(values)
+    n = len(ordered) - 1
+    q1, q3, med = ordered[n // 4], ordered[(3 * n + 3) // 4], statistics.median(ordered)
+    return (q3 - q1) / med if med > 0 else 0.0
+
+
+def _monotone(largest_first: list[float]) -> list[float]:
+    """Make step times non-increasing from the largest shape down: each shape costs at most what
+    every larger one does (a smaller shape measured above a larger one is lowered to it)."""
+    out, floor = [], float("inf")
+    for value in largest_first:
+        floor = min(floor, value)
+        out.append(floor)
+    return out
 
 
 def fixed_shape(shape: Shape, target_model: PreTrainedModel, target: TargetInfo, k: int,
-                reps: int = 20, vocab_size: int | None = None) -> SizingResult:
+                vocab_size: int | None = None) -> SizingResult:
     """The user chose the shape (``--draft-shape``): measure it anyway, so the report says the ratio."""
-    return choose_draft_shape(target_model, target, k, candidates=(shape,), reps=reps, vocab_size=vocab_size)
+    return choose_draft_shape(target_model, target, k, candidates=(shape,), vocab_size=vocab_size)

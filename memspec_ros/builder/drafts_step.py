@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import platform
 import shutil
 import time
@@ -52,12 +53,14 @@ import numpy as np
 import torch
 from transformers import LlamaForCausalLM, PreTrainedModel
 
+from memspec_ros.builder.chat_rendering import PromptRenderer, target_chat_renderers
 from memspec_ros.builder.continuations import ContinuationPool
 from memspec_ros.builder.corpora import (
     VALIDATION_FRACTION,
     Corpus,
     domain_seed,
     read_jsonl,
+    read_jsonl_rows,
     split_documents,
     split_validation,
     write_jsonl,
@@ -68,7 +71,8 @@ from memspec_ros.builder.draft_architecture import Shape, llama_config, parse_sh
 from memspec_ros.builder.draft_sizing import CANDIDATES, MIN_RATIO, SizingResult, choose_draft_shape, fixed_shape
 from memspec_ros.builder.errors import BuildError
 from memspec_ros.builder.layout import GENERAL, OutputLayout, draft_name
-from memspec_ros.builder.prompts import PROMPTS_PER_DOMAIN, make_prompts
+from memspec_ros.builder.machine_load import warn_if_busy
+from memspec_ros.builder.prompts import PROMPTS_PER_DOMAIN, domain_prompts
 from memspec_ros.builder.steps import StepLedger
 from memspec_ros.builder.target_folder import (
     TargetInfo,
@@ -93,8 +97,6 @@ GENERAL_UNITS = 2.0
 it is every draft's foundation and learns all domains at once."""
 SPECIALISTS_FROM: tuple[str, ...] = ("general", "scratch")
 """Where a domain draft starts: the trained general draft (default), or random weights."""
-MAX_PROMPT_DOC_CHARS = 24_000
-"""Prompts are cut from the start of long held-out documents only."""
 CONTINUATION_GENERATION_SHARE = 0.4
 """At most this share of the continuation phase goes to generating the target's continuations."""
 
@@ -144,6 +146,10 @@ class DraftSettings:
     training text (:mod:`memspec_ros.core.token_map`); 0, or at least the target's vocabulary:
     every token."""
     seed: int = 0
+    save_dtype: str = ""
+    """The dtype the drafts are saved in: ``bfloat16``, ``float16`` or ``float32``; empty: the target's
+    own when it is stored in 16 bits, else float32. A bf16 draft is half the bytes (what a robot's
+    disk and the repository carry); the node computes in its own ``dtype`` whatever a file holds."""
 
     def step_key(self) -> dict[str, object]:
         """The settings as the training steps' input keys see them. A setting added later is left
@@ -151,7 +157,14 @@ class DraftSettings:
         key = asdict(self)
         if not self.draft_vocab:
             del key["draft_vocab"]
+        del key["save_dtype"]  # how a draft is written changes no training step (the export's key has it)
         return key
+
+    def export_dtype(self, target: TargetInfo) -> str:
+        """The dtype a draft file is written in (see ``save_dtype``)."""
+        if self.save_dtype:
+            return self.save_dtype
+        return target.stored_dtype if target.stored_dtype in ("bfloat16", "float16") else "float32"
 
     def draft_vocab_size(self, target: TargetInfo) -> int:
         """The drafts' logit count: the subset plus 'other', or the target's whole vocabulary."""
@@ -159,9 +172,13 @@ class DraftSettings:
 
     def draft_seconds(self, domains: int) -> tuple[float, float]:
         """Training seconds of one domain draft and of the general draft."""
-        general_units = self.general_units or (GENERAL_UNITS if self.specialists_from == "general" else 1.0)
-        unit = self.time_budget_s / (domains + general_units)
-        return unit, unit * general_units
+        unit = self.time_budget_s / (domains + self.effective_general_units)
+        return unit, unit * self.effective_general_units
+
+    @property
+    def effective_general_units(self) -> float:
+        """``general_units``, its default resolved (what the build really gave the general draft)."""
+        return self.general_units or (GENERAL_UNITS if self.specialists_from == "general" else 1.0)
 
 
 @dataclass(frozen=True)
@@ -175,13 +192,20 @@ class DraftBuild:
     """Drafts this run (re)trained or re-exported; empty when every step was already done."""
 
 
+SIZING_STEPS = ("sizing", "sizing-per-domain")
+"""What ``--resize`` redoes."""
+
+
 def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: DraftSettings,
-               *, force: bool = False) -> DraftBuild:
-    """Build every draft of ``corpora`` for ``target`` into ``out`` and write the catalogue."""
+               *, force: bool = False, resize: bool = False) -> DraftBuild:
+    """Build every draft of ``corpora`` for ``target`` into ``out`` and write the catalogue.
+
+    ``resize`` measures the draft sizes again (the rest reruns only where the sizes changed)."""
     from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
 
     layout = OutputLayout(out)
-    ledger = StepLedger(layout.stamps, force=force)
+    ledger = StepLedger(layout.stamps, force=force, redo=SIZING_STEPS if resize else ())
+    warn_if_busy("drafts")
     _check_target_slot(layout, target)
     domains = [c.domain for c in corpora]
     all_drafts = [*domains, GENERAL]
@@ -205,6 +229,12 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     if not sizing.ratio_met:
         print(f"[sizing] warning: even the smallest draft costs more than 1/{MIN_RATIO:.0f} of a verification "
               "on this machine: speculation will barely pay off with this target (see `evaluate`)", flush=True)
+    if sizing.unstable:
+        print(f"[sizing] warning: this machine's speed moved by up to {sizing.spread:.0%} between repeated "
+              f"measurements (load average {sizing.load_average:.1f} on {os.cpu_count()} cores): other work was "
+              "running, so the chosen size may not be what this machine affords. Build on a quiet machine, or "
+              "when it is quiet rerun the same command with --resize (only the sizing is measured again; drafts "
+              "are retrained only if their size changes), or choose with --draft-shape", flush=True)
 
     shapes = {d: overrides.get(d, shape) for d in all_drafts}
     if any(shapes[d] != shape for d in all_drafts):
@@ -213,7 +243,9 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
                    len(all_drafts), vocab)
     split_keys = {c.domain: _split_step(ledger, layout, c) for c in corpora}
     _write_manifest(layout, corpora)
-    ledger.run("heldout-prompts", {"splits": split_keys}, lambda: _write_prompts(layout, split_keys),
+    renderers = target_chat_renderers(target.path)
+    ledger.run("heldout-prompts", {"splits": split_keys},
+               lambda: _write_prompts(layout, split_keys, renderers[1] if renderers else None),
                outputs=[layout.heldout_prompts])
     ledger.run("target", {"fingerprint": target.fingerprint},
                lambda: {"placed": place_target(target.path, layout.target)},
@@ -377,9 +409,9 @@ def _split_step(ledger: StepLedger, layout: OutputLayout, corpus: Corpus) -> str
     def work() -> dict[str, object]:
         train_docs, held = split_documents(list(corpus.documents), seed=seed)
         fit, val = split_validation(train_docs, seed=seed)
-        write_jsonl(layout.train_split(corpus.domain), fit)
-        write_jsonl(layout.validation_split(corpus.domain), val)
-        write_jsonl(layout.heldout(corpus.domain), held)
+        write_jsonl(layout.train_split(corpus.domain), fit, corpus.chats)
+        write_jsonl(layout.validation_split(corpus.domain), val, corpus.chats)
+        write_jsonl(layout.heldout(corpus.domain), held, corpus.chats)
         print(f"[split] {corpus.domain}: {len(fit)} training / {len(val)} validation / {len(held)} held-out "
               f"documents ({corpus.characters / 1e6:.2f} M characters)", flush=True)
         return {"train_documents": len(fit), "validation_documents": len(val), "heldout_documents": len(held)}
@@ -390,16 +422,21 @@ def _split_step(ledger: StepLedger, layout: OutputLayout, corpus: Corpus) -> str
                                layout.heldout(corpus.domain)]).key
 
 
-def _write_prompts(layout: OutputLayout, domains: Mapping[str, str]) -> dict[str, object]:
-    """Evaluation prompts cut from the held-out documents only, in the bundled zoo's format."""
+def _write_prompts(layout: OutputLayout, domains: Mapping[str, str], render_prompt: PromptRenderer | None
+                   ) -> dict[str, object]:
+    """Evaluation prompts cut from the held-out documents only, in the bundled zoo's format.
+
+    A chat document gives prompts that end where an answer begins, with their messages (a row's
+    ``messages``: what a client would send as a chat goal); other documents give text slices.
+    """
     counts = {}
     with layout.heldout_prompts.open("w", encoding="utf-8") as fh:
         for domain in domains:
-            docs = [d[:MAX_PROMPT_DOC_CHARS] for d in read_jsonl(layout.heldout(domain))]
-            prompts = make_prompts(docs, PROMPTS_PER_DOMAIN)
-            counts[domain] = len(prompts)
-            for prompt in prompts:
-                fh.write(json.dumps({"domain": domain, "prompt": prompt}, ensure_ascii=False) + "\n")
+            rows = domain_prompts(read_jsonl_rows(layout.heldout(domain)), PROMPTS_PER_DOMAIN, render_prompt)
+            counts[domain] = len(rows)
+            for prompt, messages in rows:
+                row = {"domain": domain, "prompt": prompt, **({"messages": messages} if messages else {})}
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     return counts
 
 
@@ -606,9 +643,10 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
     dest = layout.draft(domain)
 
     def export() -> dict[str, object]:
-        return _export_draft(source, dest, target, name, token_map)
+        return _export_draft(source, dest, target, name, token_map, settings.export_dtype(target))
 
-    step = ledger.run(f"{name}-export", {"after": final_key}, export,
+    export_key = {"after": final_key, **({"save_dtype": settings.save_dtype} if settings.save_dtype else {})}
+    step = ledger.run(f"{name}-export", export_key, export,
                       outputs=[dest / "model.safetensors", dest / "config.json",
                                *([dest / TOKEN_MAP_FILE] if token_map is not None else [])])
     ran |= not step.skipped
@@ -617,7 +655,7 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
 
 
 def _export_draft(checkpoint: Path, dest: Path, target: TargetInfo, name: str,
-                  token_map: TokenMap | None = None) -> dict[str, object]:
+                  token_map: TokenMap | None = None, dtype: str = "float32") -> dict[str, object]:
     """Write the draft folder (weights, config, the target's tokenizer files, a subset draft's
     token map) and check it fits."""
     from memspec_ros.core.model_loading import load_config, load_tokenizer
@@ -627,8 +665,8 @@ def _export_draft(checkpoint: Path, dest: Path, target: TargetInfo, name: str,
     if dest.exists():
         shutil.rmtree(dest)
     model = LlamaForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
-    if target.stored_dtype in ("bfloat16", "float16"):  # as the target is stored; the node loads its dtype
-        model = model.to(getattr(torch, target.stored_dtype))
+    if dtype != "float32":  # the node loads it in its own dtype
+        model = model.to(getattr(torch, dtype))
     model.save_pretrained(dest, safe_serialization=True)
     for f in tokenizer_files(target.path):
         shutil.copy2(f, dest / f.name)
@@ -649,7 +687,7 @@ def _write_drafts_report(layout: OutputLayout, settings: DraftSettings, shapes: 
     phase of each draft reached. Draft quality varies between seeds of one recipe (docs/own_models.md),
     so a report of margins is only comparable with the settings that produced it beside it."""
     report = {
-        "settings": asdict(settings),
+        "settings": {**asdict(settings), "general_units": settings.effective_general_units},
         "drafts": {draft_name(d): {"shape": asdict(shapes[d]), "budget_s": round(seconds[d], 1),
                                    "phases": outcome.phases} for d, outcome in outcomes.items()},
     }
@@ -670,7 +708,7 @@ def _write_catalogue(layout: OutputLayout, target: TargetInfo, corpora: list[Cor
                           description=f"distilled from {target.path.name} on {c.source.name}") for c in corpora]
     entries.append(DraftEntry(name=draft_name(GENERAL), path=layout.draft(GENERAL), domain=GENERAL,
                               description=f"distilled from {target.path.name} on all corpora"))
-    predictor = None
+    predictor = validation = None
     if layout.predictor.exists() and layout.catalogue.exists() and not trained:
         try:
             previous = load_catalogue_file(layout.catalogue)
@@ -678,10 +716,10 @@ def _write_catalogue(layout: OutputLayout, target: TargetInfo, corpora: list[Cor
             previous = None
         if previous is not None and previous.predictor is not None and \
                 previous.draft_names == [e.name for e in entries]:
-            predictor = layout.predictor
+            predictor, validation = layout.predictor, previous.predictor_validation
     if layout.predictor.exists() and predictor is None:
         print("[drafts] the drafts changed: the catalogue names no predictor until `memspec_build predictor` "
               "retrains it", flush=True)
     write_catalogue_file(layout.catalogue, target=layout.target, drafts=entries, predictor=predictor,
-                         header="Written by memspec_build; format: docs/catalogue.md.")
+                         predictor_validation=validation, header="Written by memspec_build; format: docs/catalogue.md.")
     print(f"[drafts] catalogue {layout.catalogue}", flush=True)

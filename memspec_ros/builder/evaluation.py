@@ -125,6 +125,9 @@ class EvaluationSettings:
     prompts_per_domain: int = 24
     max_new_tokens: int = 64
     k: int = 4
+    prompts_file: str | None = None
+    """Your own held-out prompts (``{"domain", "prompt"}`` or ``{"domain", "messages"}`` rows) instead
+    of ``heldout/prompts.jsonl``."""
 
 
 def run_evaluate(out: Path, settings: EvaluationSettings, *, force: bool = False) -> dict[str, object]:
@@ -134,7 +137,10 @@ def run_evaluate(out: Path, settings: EvaluationSettings, *, force: bool = False
     layout = OutputLayout(out)
     built = read_build(layout)
     catalogue = built.catalogue
-    heldout = [layout.heldout(d) for d in built.domains] + [layout.heldout_prompts]
+    prompts_file = Path(settings.prompts_file) if settings.prompts_file else layout.heldout_prompts
+    if settings.prompts_file and not prompts_file.is_file():
+        raise BuildError(f"--prompts {prompts_file} does not exist")
+    heldout = [layout.heldout(d) for d in built.domains] + [prompts_file]
     missing = [str(p) for p in heldout if not p.exists()]
     if missing:
         raise BuildError(f"held-out text {missing} is missing: rerun `memspec_build drafts --out {out} ...`")
@@ -143,17 +149,48 @@ def run_evaluate(out: Path, settings: EvaluationSettings, *, force: bool = False
               "drafts": catalogue.draft_names, "heldout": digest, "settings": asdict(settings)}
     ledger = StepLedger(layout.stamps, force=force)
     require_free_space(out, 4 << 20, "the evaluation reports")
-    outcome = ledger.run("evaluate", inputs, lambda: _evaluate(layout, built, settings),
+    outcome = ledger.run("evaluate", inputs, lambda: _evaluate(layout, built, settings, prompts_file),
                          outputs=[layout.reports / "evaluation.json", layout.reports / "evaluation.md"])
     print((layout.reports / "evaluation.md").read_text(), flush=True)
     return outcome.result
 
 
-def _evaluate(layout: OutputLayout, built: BuildInputs, settings: EvaluationSettings) -> dict[str, object]:
+def evaluation_prompts(path: Path, domains: list[str], tok) -> dict[str, list[str]]:
+    """Per domain, the texts the target continues: a row's ``prompt``, or its ``messages`` rendered
+    with the target's chat template up to the answer. :class:`BuildError` for a row it cannot use."""
+    from memspec_ros.builder.chat_rendering import chat_renderers
+    from memspec_ros.builder.corpora import parse_chat_messages
+
+    renderers = chat_renderers(tok)
+    out: dict[str, list[str]] = {d: [] for d in domains}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BuildError(f"{path} line {number} is not JSON ({exc.msg})") from None
+        domain = row.get("domain") if isinstance(row, dict) else None
+        if domain not in out:
+            raise BuildError(f"{path} line {number}: domain {domain!r} is not one of this build's domains "
+                             f"{domains}")
+        if isinstance(row.get("prompt"), str) and row["prompt"]:
+            out[domain].append(row["prompt"])
+        elif "messages" in row:
+            if renderers is None:
+                raise BuildError(f"{path} line {number} has messages but the target has no chat template")
+            out[domain].append(renderers[1](parse_chat_messages(row["messages"], f"{path} line {number}",
+                                                                need_answer=False)))
+        else:
+            raise BuildError(f"{path} line {number} needs a prompt (text) or messages (a conversation)")
+    return out
+
+
+def _evaluate(layout: OutputLayout, built: BuildInputs, settings: EvaluationSettings, prompts_file: Path
+              ) -> dict[str, object]:
     from memspec_ros.builder.step_timing import interleaved_step_ms
     from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
     from memspec_ros.core.token_map import load_token_map
-    from memspec_ros.runtime.workload import load_prompts
 
     catalogue = built.catalogue
     tok = load_tokenizer(catalogue.target)
@@ -163,7 +200,7 @@ def _evaluate(layout: OutputLayout, built: BuildInputs, settings: EvaluationSett
     domains_of = catalogue.domains
     eos = tok.eos_token_id
 
-    cut = load_prompts(layout.heldout_prompts)  # cut from held-out documents by `drafts`
+    cut = evaluation_prompts(prompts_file, list(built.domains), tok)  # by default cut from held-out documents
     prompts = {d: cut.get(d, [])[: settings.prompts_per_domain] for d in built.domains}
     traces: dict[str, list[tuple[list[int], list[int]]]] = {d: [] for d in built.domains}
     t0 = time.monotonic()

@@ -22,17 +22,15 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from memspec_ros.builder.corpora import read_jsonl
+from memspec_ros.builder.corpora import read_jsonl_rows
 from memspec_ros.builder.disk_space import require_free_space
 from memspec_ros.builder.errors import BuildError
 from memspec_ros.builder.layout import OutputLayout
 from memspec_ros.builder.progress import count_bar
-from memspec_ros.builder.prompts import make_prompts
+from memspec_ros.builder.prompts import domain_prompts
 from memspec_ros.builder.steps import StepLedger
-from memspec_ros.runtime.catalogue_file import CatalogueFile
-
-MAX_DOC_CHARS = 24_000
-"""Prompts are cut from the start of long documents only (a 1 MB file would make hundreds)."""
+from memspec_ros.runtime.catalogue_file import CatalogueFile, PredictorValidation
+from memspec_ros.runtime.workload import RAW, ChatStyle, chat_row_parts
 
 
 @dataclass(frozen=True)
@@ -109,13 +107,37 @@ def run_predictor(out: Path, settings: PredictorSettings, *, force: bool = False
         return _train(layout, built, settings, models, inputs["splits"])
 
     outcome = ledger.run("predictor", inputs, work, outputs=[layout.predictor])
-    _add_to_catalogue(layout)
     result = outcome.result
     val = result.get("validation", {})
+    validation = _validation_figures(val)
+    _add_to_catalogue(layout, validation)
     print(f"[predictor] validation (held-out dialogues): top-1 {val.get('top1', float('nan')):.3f}, regret "
-          f"{val.get('regret', float('nan')):.3f} (best fixed draft's regret "
-          f"{val.get('best_single_regret', float('nan')):.3f}) over {val.get('examples', 0)} positions", flush=True)
+          f"{val.get('regret', float('nan')):.3f} (always running {val.get('best_single_draft') or 'the best draft'}: "
+          f"regret {val.get('best_single_regret', float('nan')):.3f}) over {val.get('examples', 0)} positions",
+          flush=True)
+    if validation is not None and validation.loses_to_fixed:
+        print(weak_predictor_advice(validation, layout.root), flush=True)
     return result
+
+
+def weak_predictor_advice(validation, root: Path) -> str:
+    """What to do when the predictor forecast worse than always running one draft."""
+    return (f"[predictor] warning: the predictor lost more acceptance on its held-out dialogues than always running "
+            f"{validation.best_fixed_draft} (regret {validation.regret:.3f} against "
+            f"{validation.best_fixed_regret:.3f}): "
+            "its forecasts are worse than none. In order: (1) record more dialogues, rerun with a larger "
+            "--time-budget-s (and --sessions); (2) check `memspec_build evaluate`: if the domain drafts lead "
+            f"{validation.best_fixed_draft} by little on their own domains, there is little for a predictor to choose "
+            "between (rebuild the drafts: docs/build.md, 'Which recipe'); (3) until then the node warns at configure "
+            "and its memspec policy leans on the acceptance it observes, or serve "
+            f"`policy: static` with `static_draft: {validation.best_fixed_draft}` ({root / 'catalogue.yaml'})")
+
+
+def _validation_figures(val: dict) -> PredictorValidation | None:
+    if not val or not val.get("examples") or not val.get("best_single_draft"):
+        return None
+    return PredictorValidation(top1=val["top1"], regret=val["regret"], best_fixed_draft=val["best_single_draft"],
+                               best_fixed_regret=val["best_single_regret"])
 
 
 def _training_sources(layout: OutputLayout, domains: list[str]) -> dict[str, Path]:
@@ -127,22 +149,37 @@ def _training_sources(layout: OutputLayout, domains: list[str]) -> dict[str, Pat
     return sources
 
 
-def _prompts(paths: dict[str, Path], settings: PredictorSettings, rng: random.Random) -> dict[str, list[str]]:
+def _prompts(paths: dict[str, Path], settings: PredictorSettings, rng: random.Random, render_prompt
+             ) -> tuple[dict[str, list[str]], ChatStyle]:
+    """Per domain, prompts cut from its documents, and their style: chat documents give user messages
+    (with their conversation's system prompt), as the node receives them in chat goals."""
     out: dict[str, list[str]] = {}
+    systems: set[str] = set()
     for domain, path in paths.items():
-        docs = read_jsonl(path)
+        docs = read_jsonl_rows(path)
         rng.shuffle(docs)
-        prompts = make_prompts([d[:MAX_DOC_CHARS] for d in docs[: settings.docs_per_domain]],
-                               n=settings.prompts_per_domain)
+        rows = domain_prompts(docs[: settings.docs_per_domain], settings.prompts_per_domain, render_prompt)
+        prompts = []
+        for text, messages in rows:
+            if messages is None:
+                prompts.append(text)
+            else:
+                system, user = chat_row_parts(messages)
+                systems.add(system)
+                prompts.append(user)
         if prompts:
             out[domain] = prompts
-    return out
+    if len(systems) > 1:
+        raise BuildError(f"the chat corpora open with {len(systems)} different system prompts; the predictor's "
+                         "dialogues send one: give every conversation the system prompt the robot will use")
+    return out, (ChatStyle(True, systems.pop()) if systems else RAW)
 
 
 def _train(layout: OutputLayout, built: BuildInputs, settings: PredictorSettings, models: str,
            splits: str) -> dict[str, object]:
     import torch
 
+    from memspec_ros.builder.chat_rendering import chat_renderers
     from memspec_ros.runtime.predictor_training import train_predictor
     from memspec_ros.runtime.recording_models import load_recording_models
     from memspec_ros.runtime.traces import DialogueTrace, record_dialogue
@@ -157,21 +194,26 @@ def _train(layout: OutputLayout, built: BuildInputs, settings: PredictorSettings
     sources = _training_sources(layout, built.domains)
     print("[predictor] training dialogues from " + ", ".join(f"{d}: {p.name}" for d, p in sources.items()),
           flush=True)
-    train_prompts = _prompts(sources, settings, rng)
+    renderers = chat_renderers(engine.tokenizer)
+    render_prompt = renderers[1] if renderers else None
+    train_prompts, style = _prompts(sources, settings, rng, render_prompt)
     # its own generator: the validation dialogues stay the same whichever documents the training ones come from
-    val_prompts = _prompts({d: layout.heldout(d) for d in built.domains}, settings, random.Random(settings.seed + 1))
+    val_prompts, _ = _prompts({d: layout.heldout(d) for d in built.domains}, settings,
+                              random.Random(settings.seed + 1), render_prompt)
     if len(train_prompts) < 2 or len(val_prompts) < 2:
         raise BuildError("too little text to cut dialogue prompts from at least two domains' documents; "
                          "add documents to the corpora")
     train_sessions = multi_domain_dialogues(train_prompts, sessions=settings.sessions, turns=settings.turns,
-                                            max_new_tokens=settings.max_new_tokens, seed=settings.seed)
+                                            max_new_tokens=settings.max_new_tokens, seed=settings.seed, style=style)
     val_sessions = multi_domain_dialogues(val_prompts, sessions=settings.validation_sessions, turns=settings.turns,
-                                          max_new_tokens=settings.max_new_tokens, seed=settings.seed + 1)
+                                          max_new_tokens=settings.max_new_tokens, seed=settings.seed + 1, style=style)
 
     layout.traces.mkdir(parents=True, exist_ok=True)
     # traces depend on the models, the documents and the workload, not on the budget: a rerun with more
     # time reuses them
     workload = {k: v for k, v in asdict(settings).items() if k != "time_budget_s"}
+    if style.chat:  # traces of chat dialogues differ from those of the same documents' text slices
+        workload["chat"] = [style.system_prompt, engine.tokenizer.chat_template]
     tag = hashlib.sha256(json.dumps([models, splits, workload], sort_keys=True).encode()).hexdigest()[:12]
     t0 = time.monotonic()
 
@@ -222,11 +264,14 @@ def _train(layout: OutputLayout, built: BuildInputs, settings: PredictorSettings
     return report
 
 
-def _add_to_catalogue(layout: OutputLayout) -> None:
+def _add_to_catalogue(layout: OutputLayout, validation: PredictorValidation | None) -> None:
+    """Name the predictor in the catalogue, with its validation figures (the node warns when they are weak)."""
     from memspec_ros.runtime.catalogue_file import load_catalogue_file, write_catalogue_file
 
     current = load_catalogue_file(layout.catalogue)
-    if current.predictor is None:
+    if current.predictor is None or current.predictor_validation != validation:
         write_catalogue_file(layout.catalogue, target=current.target, drafts=list(current.drafts),
-                             predictor=layout.predictor, header="Written by memspec_build; format: docs/catalogue.md.")
-        print(f"[predictor] added {layout.predictor.name} to {layout.catalogue}", flush=True)
+                             predictor=layout.predictor, predictor_validation=validation,
+                             header="Written by memspec_build; format: docs/catalogue.md.")
+        if current.predictor is None:
+            print(f"[predictor] added {layout.predictor.name} to {layout.catalogue}", flush=True)

@@ -67,3 +67,47 @@ def make_prompts(docs: list[str], n: int = PROMPTS_PER_DOMAIN) -> list[str]:
         extra = _round_robin([_cut(doc, per_doc + 4, skip_opening=True) for doc in docs])
         out = list(dict.fromkeys([*out, *extra]))
     return out[:n]
+
+
+ChatPrompt = tuple[str, tuple[tuple[str, str], ...]]
+"""A chat prompt: its rendering (with the generation prompt) and the messages it renders."""
+
+
+def chat_prompts(conversations: list[tuple[tuple[str, str], ...]], render_prompt, n: int = PROMPTS_PER_DOMAIN
+                 ) -> list[ChatPrompt]:
+    """Up to ``n`` distinct prompts that end where one of the conversations' answers begins.
+
+    A chat document's natural prompt is not a slice of its text but the conversation up to an
+    assistant message, rendered with the generation prompt (``render_prompt``): what the node
+    renders for a chat goal, so the target continues with an answer. Every conversation's first
+    answer comes first, then every conversation's second, and so on (deterministic).
+    """
+    candidates = []
+    for messages in conversations:
+        cuts = [i for i, (role, _) in enumerate(messages) if role == "assistant" and i > 0]
+        candidates.append([messages[:i] for i in cuts])
+    out: dict[str, tuple[tuple[str, str], ...]] = {}
+    for head in _round_robin(candidates):
+        if len(out) >= n:
+            break
+        out.setdefault(render_prompt(head), head)
+    return list(out.items())
+
+
+MAX_DOC_CHARS = 24_000
+"""Text prompts are cut from the start of long documents only (a 1 MB file would make hundreds)."""
+
+
+def domain_prompts(rows: list[tuple[str, tuple[tuple[str, str], ...] | None]], n: int, render_prompt=None
+                   ) -> list[tuple[str, list[list[str]] | None]]:
+    """Up to ``n`` prompts of one domain's documents ``(text, messages or None)``: ``(prompt, messages)``.
+
+    Chat documents give chat prompts (:func:`chat_prompts`, with the messages they render; needs
+    ``render_prompt``), the others text slices (:func:`make_prompts`, messages None).
+    """
+    chats = [m for _, m in rows if m is not None] if render_prompt is not None else []
+    texts = [t[:MAX_DOC_CHARS] for t, m in rows if m is None or render_prompt is None]
+    out: list[tuple[str, list[list[str]] | None]] = [
+        (p, [list(x) for x in m]) for p, m in chat_prompts(chats, render_prompt, n)] if chats else []
+    out += [(p, None) for p in make_prompts(texts, n - len(out))] if texts and len(out) < n else []
+    return out

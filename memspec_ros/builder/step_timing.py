@@ -3,9 +3,9 @@
 Measured exactly as the runtime decodes: the node's own draft forward and target scorer,
 batch 1, a KV cache prefilled with a ~96-token context, then a 1-token step (draft) or a
 5-token verify step (target); the cache is rolled back after each call so every sample sees
-the same context length. We take the median of each block of calls and report the lowest of three
-block medians: the machine is shared, and a block that overlapped another job's burst
-measures that job, not the model.
+the same context length. A measurement is a block of calls and its median; callers repeat blocks
+interleaved with the other models' (the machine is shared: a block that overlapped another
+job's burst measures that job, not the model).
 """
 from __future__ import annotations
 
@@ -61,32 +61,27 @@ def _ms(call: Callable[[], None]) -> float:
     return (time.perf_counter() - t0) * 1000.0
 
 
-def _lowest_block_median(call: Callable[[], None], reps: int, blocks: int, warmup: int = 5) -> float:
-    medians = []
-    for _ in range(blocks):
-        times = [_ms(call) for _ in range(reps + warmup)][warmup:]
-        medians.append(statistics.median(times))
-    return min(medians)
-
-
-@torch.inference_mode()
-def step_ms(model: PreTrainedModel, n_new: int, context: int = 96, reps: int = 40,
-            seed: int = 0, blocks: int = 3) -> float:
-    """Median milliseconds of one forward of ``n_new`` tokens on a ``context``-token cache."""
+def target_timer(model: PreTrainedModel, n_new: int, context: int = 96, seed: int = 0) -> Callable[[int], float]:
+    """A block timer of the target's forward of ``n_new`` tokens: ``timer(reps)`` is the median ms
+    of ``reps`` calls after one untimed call (for measurements interleaved with others)."""
     prefix, new = _tokens(model.config.vocab_size, context, n_new, seed)
-    return _lowest_block_median(_target_call(model, prefix, new), reps, blocks)
+    return _block_timer(_target_call(model, prefix, new))
 
 
-@torch.inference_mode()
-def draft_step_ms(model: PreTrainedModel, context: int = 96, reps: int = 40, seed: int = 0,
-                  blocks: int = 3) -> float:
-    """Median milliseconds of one draft step as the runtime takes it (1 token, KV cache).
-
-    Goes through the node's own draft forward because that step, not the plain transformers
-    forward, is what speculation pays per proposed token.
-    """
+def draft_timer(model: PreTrainedModel, context: int = 96, seed: int = 0) -> Callable[[int], float]:
+    """:func:`target_timer` for a draft's 1-token step through the node's draft forward."""
     prefix, new = _tokens(model.config.vocab_size, context, 1, seed)
-    return _lowest_block_median(_draft_call(model, prefix, int(new[0, 0])), reps, blocks)
+    with torch.inference_mode():
+        call = _draft_call(model, prefix, int(new[0, 0]))
+    return _block_timer(call)
+
+
+def _block_timer(call: Callable[[], None]) -> Callable[[int], float]:
+    @torch.inference_mode()
+    def block(reps: int) -> float:
+        call()
+        return statistics.median(_ms(call) for _ in range(reps))
+    return block
 
 
 @torch.inference_mode()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,17 +37,20 @@ class StepOutcome:
 class StepLedger:
     """The stamps of one output folder."""
 
-    def __init__(self, folder: Path, *, force: bool = False) -> None:
+    def __init__(self, folder: Path, *, force: bool = False, redo: Collection[str] = ()) -> None:
         self.folder = folder
         self.force = force
         """Redo every step regardless of stamps (``--force``)."""
+        self.redo = frozenset(redo)
+        """Steps to redo even if they finished (``--resize``: the sizing); what depends on their
+        results reruns when those results change."""
 
     def _stamp(self, name: str) -> Path:
         return self.folder / f"{name}.json"
 
     def finished(self, name: str, key: str, outputs: Sequence[Path] = ()) -> dict[str, Any] | None:
         """The stored result if ``name`` finished with inputs ``key`` and its outputs exist."""
-        if self.force:
+        if self.force or name in self.redo:
             return None
         try:
             stamp = json.loads(self._stamp(name).read_text())

@@ -57,10 +57,15 @@ class LifecycleClient:
 
     def wait_for_state(self, label: str, timeout_s: float = 180.0, alive: Callable[[], bool] | None = None) -> bool:
         """True once the node reports state ``label`` (e.g. 'active' after an autostart that
-        loads models); False past ``timeout_s`` or as soon as ``alive()`` says its process ended."""
+        loads models); False past ``timeout_s`` or as soon as ``alive()`` says its process ended.
+
+        The whole ``timeout_s`` is for both halves: a node process on a busy robot computer may take
+        more than a minute just to import torch before its services exist (a fixed 60 s wait for
+        them failed a start beside two CPU-bound jobs, the node's log still empty)."""
         deadline = time.monotonic() + timeout_s
-        if not self.wait_for_services(min(60.0, timeout_s)):
-            return False
+        while not self.wait_for_services(min(5.0, max(0.1, deadline - time.monotonic()))):
+            if (alive is not None and not alive()) or time.monotonic() >= deadline:
+                return False
         while self.get_state() != label:
             if (alive is not None and not alive()) or time.monotonic() >= deadline:
                 return False

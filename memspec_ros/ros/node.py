@@ -73,6 +73,7 @@ from memspec_ros.ros.parameters import (
 from memspec_ros.ros.qos import FEEDBACK_QOS, GOAL_SERVICE_QOS, REJECTIONS_QOS, RESIDENCY_QOS
 from memspec_ros.ros.runtime_builder import build_policy, build_runtime
 from memspec_ros.ros.session_files import (
+    SessionDirLock,
     SessionFileStore,
     model_fingerprint,
     node_session_dir,
@@ -83,6 +84,7 @@ from memspec_ros.ros.torch_thread import TorchThread
 from memspec_ros.runtime.policies import Policy
 from memspec_ros.runtime.residency import DraftState, ResidencyEvent
 from memspec_ros.runtime.runtime import DraftRuntime, GenerationReport
+from memspec_ros.runtime.throughput_guard import GuardMode
 from memspec_ros.runtime.turn_progress import TurnProgress
 from memspec_ros.runtime.turns import TurnRequest
 
@@ -118,6 +120,8 @@ class MemSpecNode(LifecycleNode):
         """Held by a generation from applying pending changes to the end of its turn, so a
         run-time parameter change is applied either before a turn or after it, never inside."""
         self._counters = {"goals": 0, "rejected": 0, "failed": 0}
+        self._dtype_name = ""
+        self._session_lock: SessionDirLock | None = None
         self._entities: list[Any] = []
         self.dialogues = DialogueStore(16)
         self._torch = TorchThread()
@@ -158,6 +162,7 @@ class MemSpecNode(LifecycleNode):
             gc.collect()
             return TransitionCallbackReturn.FAILURE
         self.config, self.runtime, self.unusable_drafts = config, built.runtime, built.unusable
+        self._dtype_name = str(built.dtype).removeprefix("torch.")
         try:
             self.dialogues = self._open_dialogues(config)
         except (OSError, ValueError) as exc:
@@ -175,6 +180,13 @@ class MemSpecNode(LifecycleNode):
             self.get_logger().error(f"configure failed while starting the runtime: {type(exc).__name__}: {exc}")
             self._release()
             return TransitionCallbackReturn.FAILURE
+        validation = config.catalogue.predictor_validation
+        if validation is not None and validation.loses_to_fixed and built.runtime.policy.needs_predictor:
+            self.get_logger().warning(
+                f"the catalogue's predictor forecast worse than always running {validation.best_fixed_draft} on "
+                f"its validation dialogues ({validation.describe()}): policy {config['policy']} leans on the "
+                "acceptance it observes; retrain it (memspec_build predictor, more --time-budget-s) or serve "
+                f"policy static with static_draft {validation.best_fixed_draft}")
         if not self.runtime.catalogue.names:
             self.get_logger().warning("no usable draft: serving target-only")
         elif not resident:
@@ -185,7 +197,8 @@ class MemSpecNode(LifecycleNode):
             f"drafts={self.runtime.catalogue.names}, resident={resident}, policy={config['policy']}, "
             f"budget={self.runtime.budget.describe()}, check_interval={config['check_interval']}, "
             f"k={config['num_speculative_tokens']}, storage={config['storage_bandwidth_mbps'] or 'native'} MB/s, "
-            f"sessions={self._describe_sessions()}, "
+            f"sessions={self._describe_sessions()}, {built.describe_dtype()} (greedy output is this dtype's "
+            "target's own), "
             + (f"num_threads auto: {built.threads.describe()}" if built.threads
                else f"num_threads={config['num_threads']}")
         )
@@ -204,8 +217,9 @@ class MemSpecNode(LifecycleNode):
         base = session_dir_path(config["session_dir"])
         files = None
         if base is not None:
-            directory = node_session_dir(base, self.get_fully_qualified_name())
+            directory = node_session_dir(base, self.get_fully_qualified_name(), self.context.get_domain_id())
             prepare_session_dir(directory)
+            self._session_lock = SessionDirLock(directory)
             files = SessionFileStore(directory, model_fingerprint(config.catalogue.target),
                                      vocab_size=self.runtime.engine.vocab_size if self.runtime.engine else None)
         store = DialogueStore(
@@ -393,6 +407,9 @@ class MemSpecNode(LifecycleNode):
             self._pending_changes, self._pending_policy = {}, None
         self.unusable_drafts = {}
         self.dialogues.clear()
+        if self._session_lock is not None:
+            self._session_lock.release()
+            self._session_lock = None
         with self._lock:
             self._admitted.clear()
         gc.collect()
@@ -727,6 +744,9 @@ class MemSpecNode(LifecycleNode):
             level, summary = DiagnosticStatus.WARN, "memory budget is below every draft: serving target-only"
         elif st.load_failures:
             level, summary = DiagnosticStatus.WARN, f"{st.load_failures} draft load(s) failed"
+        guard = runtime.policy.guard_status()
+        if guard is not None and guard.mode == GuardMode.FALLBACK and level == DiagnosticStatus.OK:
+            level, summary = DiagnosticStatus.WARN, guard.describe()
         ratio = st.load_round_ratio
         values = {
             "policy": config["policy"],
@@ -746,7 +766,15 @@ class MemSpecNode(LifecycleNode):
             "session_kv_bytes": self.dialogues.kv_bytes(),
             "load_to_round_ratio": f"{ratio:.2f}" if ratio is not None else "n/a",
             "predictor_fraction_of_decode": f"{st.predictor_fraction:.4f}",
+            "dtype": self._dtype_name,
         }
+        if guard is not None:
+            values.update({"guard_mode": guard.mode.value, "guard_fallbacks": guard.fallbacks,
+                           "guard_fallback_rounds": guard.fallback_rounds,
+                           "guard_drafting_vs_target_only": f"{guard.ratio:.3f}" if guard.ratio else "n/a"})
+        validation = config.catalogue.predictor_validation
+        if validation is not None:
+            values["predictor_validation"] = validation.describe()
         for name, meter in self._meters.items():
             reading = meter.reading()
             values[f"{name}_calls"] = reading.calls

@@ -28,7 +28,7 @@ from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValu
 from rclpy.node import Node
 
 from memspec_ros import knobs
-from memspec_ros.bundled_zoo import bundled_zoo_root
+from memspec_ros.bundled_models import default_model_set_root
 from memspec_ros.knobs import KnobBound
 from memspec_ros.runtime.catalogue_file import CatalogueFile, CatalogueFileError, load_catalogue_file
 from memspec_ros.runtime.policies import POLICY_NAMES, policy_class
@@ -37,6 +37,7 @@ from memspec_ros.runtime.policies import POLICY_NAMES, policy_class
 #: hindsight trace of the very session it serves (a benchmark-only reference).
 POLICIES = tuple(p for p in POLICY_NAMES if p != "oracle")
 DTYPES = ("float32", "bfloat16", "float16")  # names of torch dtypes
+DTYPE_CHOICES = ("auto", *DTYPES)
 BUSY_POLICIES = ("reject", "queue")
 
 #: Parameters that may change while the node runs; every other one shapes what configure
@@ -92,7 +93,7 @@ class ParamSpec:
 
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("autostart", False, "Configure and activate right after start-up (what a launch file's auto-transitions do)."),
-    ParamSpec("catalogue", "", "Catalogue file (or a folder holding catalogue.yaml) naming the target, the drafts and the predictor; every model lies beside it (docs/catalogue.md). Empty = the bundled zoo."),
+    ParamSpec("catalogue", "", "Catalogue file (or a folder holding catalogue.yaml) naming the target, the drafts and the predictor; every model lies beside it (docs/catalogue.md). Empty = the bundled default model set, SmolLM2-135M-Instruct with its drafts (models/smollm2; its target is fetched by make setup or memspec_fetch_target)."),
     ParamSpec("tolerate_bad_drafts", False, "If true, a draft that fails validation at configure is marked unusable and the node serves without it; if false, configure fails."),
     ParamSpec("policy", "memspec", "Draft scheduling policy (changeable at run time).", choices=POLICIES),
     ParamSpec("static_draft", "", "Draft used by the 'static' policy; empty = the catalogue's draft of domain 'general' (else its first draft)."),
@@ -103,7 +104,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("storage_bandwidth_mbps", 0.0, "Emulated storage read bandwidth for draft loads in MB/s (an edge device's flash); 0 = read at native speed.", float_range=knobs.STORAGE_BANDWIDTH_MBPS),
     ParamSpec("load_timeout_s", 30.0, "A draft load that takes longer is abandoned and reported.", float_range=knobs.LOAD_TIMEOUT_S),
     ParamSpec("device", "cpu", "torch device for all models (e.g. cpu, cuda:0)."),
-    ParamSpec("dtype", "float32", "Compute dtype of the models. bfloat16 and float16 halve their memory; output stays the target's own at that dtype and device (greedy: token for token, except at exact logit ties, which low precision makes common).", choices=DTYPES),
+    ParamSpec("dtype", "auto", "Compute dtype of the models. auto = at configure, time the target in float32 and bfloat16 and keep the faster (bfloat16 where the CPU has native bf16; logged). bfloat16 and float16 halve memory; output stays the target's own at that dtype and device (greedy: token for token, except at exact logit ties, which low precision makes common).", choices=DTYPE_CHOICES),
     ParamSpec("num_threads", 0, "torch intra-op threads; 0 = auto: at configure, time speculative rounds through the runtime (one draft within the budget, the loader running) at 1, 2, 4, ... threads up to the cores available and keep the fastest (logged).", int_range=knobs.NUM_THREADS),
     ParamSpec("max_new_tokens_limit", 512, "Largest max_new_tokens a goal may ask for.", int_range=(1, 100000)),
     ParamSpec("default_max_new_tokens", 128, "Tokens a goal may generate when it leaves max_new_tokens at 0 (its default); at most max_new_tokens_limit.", int_range=(1, 100000)),
@@ -176,7 +177,7 @@ def validate(values: dict[str, Any], problems: dict[str, str] | None = None) -> 
             raise ConfigError(f"parameter '{spec.name}' = {v} is outside [{spec.float_range[0]}, {spec.float_range[1]}]")
 
     try:
-        catalogue = load_catalogue_file(values["catalogue"] or bundled_zoo_root())
+        catalogue = load_catalogue_file(values["catalogue"] or default_model_set_root())
     except CatalogueFileError as exc:
         raise ConfigError(f"parameter 'catalogue': {exc}") from exc
     names = catalogue.draft_names

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from memspec_ros.core.cache_rollback import require_rollback
+from memspec_ros.core.dtype_choice import DtypeChoice, choose_dtype
 from memspec_ros.core.engine import SpeculativeEngine
 from memspec_ros.core.errors import InvalidRequestError, ModelLoadError, VocabularyMismatchError
 from memspec_ros.core.model_loading import configure_threads, load_causal_lm, load_tokenizer
@@ -37,6 +38,16 @@ class BuiltRuntime:
     """Drafts left out because they failed validation (tolerate_bad_drafts), with reasons."""
     threads: ThreadChoice | None = None
     """How ``num_threads: 0`` (auto) was resolved; None when the parameter set a count."""
+    dtype: torch.dtype = torch.float32
+    """The dtype every model runs in: what the output is lossless relative to."""
+    dtype_choice: DtypeChoice | None = None
+    """How ``dtype: auto`` was resolved; None when the parameter named one."""
+
+    def describe_dtype(self) -> str:
+        """For the configure log line."""
+        if self.dtype_choice is not None:
+            return f"dtype auto: {self.dtype_choice.describe()}"
+        return f"dtype={str(self.dtype).removeprefix('torch.')}"
 
 
 def build_policy(config: NodeConfig, draft_names: list[str]) -> Policy:
@@ -76,14 +87,20 @@ def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> Buil
     configure_threads(config["num_threads"] or None)
     models = config.catalogue
     roots = [models.root]
+    auto = config["dtype"] == "auto"
     try:
         tokenizer = load_tokenizer(models.target, allowed_roots=roots)
         target = load_causal_lm(
-            models.target, dtype=_DTYPES[config["dtype"]], device=config["device"], allowed_roots=roots
+            models.target, dtype=torch.float32 if auto else _DTYPES[config["dtype"]], device=config["device"],
+            allowed_roots=roots
         )
         require_rollback(target, models.target)
     except ModelLoadError as exc:
         raise ConfigError(f"parameter 'catalogue': target of {models.source}: {exc}") from exc
+    dtype_choice = None
+    if auto:
+        target, dtype_choice = choose_dtype(target, config["num_speculative_tokens"])
+    dtype = dtype_choice.dtype if dtype_choice is not None else _DTYPES[config["dtype"]]
     if models.predictor is not None:  # checked whatever the policy: a run-time switch may need it
         try:
             check_predictor(models.predictor, target.config, models.draft_names)
@@ -95,7 +112,7 @@ def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> Buil
     for entry in models.drafts:
         try:
             check_draft(tokenizer, target.config, entry)
-            specs.append(DraftSpec.from_dir(entry.name, entry.path, entry.domain, dtype=_DTYPES[config["dtype"]]))
+            specs.append(DraftSpec.from_dir(entry.name, entry.path, entry.domain, dtype=dtype))
         except (ModelLoadError, VocabularyMismatchError, ModelSetError, CatalogueError, OSError) as exc:
             unusable[entry.name] = f"({entry.path}) {exc}"
     if unusable and not config["tolerate_bad_drafts"]:
@@ -115,10 +132,10 @@ def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> Buil
         engine = SpeculativeEngine(target, tokenizer, max_context=config["max_context"] or None)
     except InvalidRequestError as exc:
         raise ConfigError(f"parameter 'max_context' = {config['max_context']}: {exc}") from exc
-    materialize = make_materializer(catalogue, dtype=_DTYPES[config["dtype"]], device=config["device"])
+    materialize = make_materializer(catalogue, dtype=dtype, device=config["device"])
     threads = None
     if not config["num_threads"]:
         threads = choose_threads(engine, catalogue, budget, materialize, config["num_speculative_tokens"])
     runtime = DraftRuntime(engine, catalogue, budget, policy, runtime_config(config), materialize=materialize)
-    return BuiltRuntime(runtime=runtime, unusable=unusable, threads=threads)
+    return BuiltRuntime(runtime=runtime, unusable=unusable, threads=threads, dtype=dtype, dtype_choice=dtype_choice)
 

@@ -225,18 +225,55 @@ def session_dir_path(value: str) -> Path | None:
     return Path(os.path.expanduser(os.path.expandvars(value)))
 
 
-def node_session_dir(base: Path, node_name: str) -> Path:
-    """The folder of one node's sessions: ``base`` / its fully qualified name (``/robot1/memspec``
-    -> ``base/robot1/memspec``).
+def node_session_dir(base: Path, node_name: str, domain_id: int) -> Path:
+    """The folder of one node's sessions: ``base`` / ``domain_<ROS_DOMAIN_ID>`` / its fully
+    qualified name (``/robot1/memspec`` on domain 0 -> ``base/domain_0/robot1/memspec``).
 
-    Two nodes on one machine (two robots' namespaces) share ``$ROS_HOME``; in one folder each
+    Two nodes on one machine share ``$ROS_HOME``: two robots' namespaces, or two nodes of the
+    same name on different ROS domains (two robots simulated on one computer). In one folder each
     would load the other's sessions at configure and delete the other's files when its own
     limits drop sessions. ROS node names are letters, digits, ``_`` and ``/``: safe as a path.
+    Two nodes of one name on one domain are a naming error ROS itself warns about; the folder's
+    lock (:class:`SessionDirLock`) refuses the second.
     """
     parts = [p for p in node_name.split("/") if p]
     if not parts or any(p in (".", "..") for p in parts):
         raise ValueError(f"not a node name: {node_name!r}")
-    return base.joinpath(*parts)
+    if domain_id < 0:
+        raise ValueError(f"not a ROS domain id: {domain_id}")
+    return base.joinpath(f"domain_{domain_id}", *parts)
+
+
+class SessionDirLock:
+    """An exclusive lock on a session folder for as long as one node serves from it.
+
+    ``fcntl.flock`` on ``<folder>/.lock``: released by the kernel when the process ends, however
+    it ends, so a node killed with SIGKILL never leaves a stale lock behind.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        import fcntl
+
+        self.path = folder / ".lock"
+        self._fh = self.path.open("a+")
+        try:
+            fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._fh.seek(0)
+            holder = self._fh.read().strip() or "another process"
+            self._fh.close()
+            raise OSError(f"{folder} is in use by {holder}: another node with this name on this ROS domain "
+                          "serves its sessions; give this node another name or namespace, or another "
+                          "session_dir") from None
+        self._fh.seek(0)
+        self._fh.truncate()
+        self._fh.write(f"pid {os.getpid()}\n")
+        self._fh.flush()
+
+    def release(self) -> None:
+        """Unlock (idempotent)."""
+        if not self._fh.closed:
+            self._fh.close()
 
 
 def prepare_session_dir(path: Path) -> None:

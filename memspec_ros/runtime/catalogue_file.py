@@ -13,6 +13,11 @@ had to agree entry by entry before). The format::
         path: draft-robot             # model folder, relative to this file
         domain: robot                 # what the draft is specialised on (domain hints)
         description: USER/ROBOT dialogue   # optional, for people
+    predictor_validation:             # optional; memspec_build predictor writes it
+      top1: 0.61                      # how often it named the best draft on held-out dialogues
+      regret: 0.042                   # acceptance it lost against the best draft there
+      best_fixed_draft: draft-general # the one draft that, always run, loses least
+      best_fixed_regret: 0.071        # what always running that one lost
 
 Every path resolves (symlinks included) inside the file's own folder: a catalogue describes
 the models beside it and cannot point the node at arbitrary files. Loading checks the
@@ -31,7 +36,7 @@ from pathlib import Path
 CATALOGUE_FILENAME = "catalogue.yaml"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_TOP_KEYS = {"target", "predictor", "drafts"}
+_TOP_KEYS = {"target", "predictor", "drafts", "predictor_validation"}
 _DRAFT_KEYS = {"name", "path", "domain", "description"}
 
 
@@ -50,6 +55,29 @@ class DraftEntry:
 
 
 @dataclass(frozen=True)
+class PredictorValidation:
+    """How the catalogue's predictor did on its held-out validation dialogues, beside the best fixed draft."""
+
+    top1: float
+    regret: float
+    best_fixed_draft: str
+    best_fixed_regret: float
+
+    @property
+    def loses_to_fixed(self) -> bool:
+        """It lost more acceptance than always running one draft: forecasts worse than no forecast."""
+        return self.regret > self.best_fixed_regret
+
+    def describe(self) -> str:
+        return (f"predictor validation: top-1 {self.top1:.3f}, regret {self.regret:.3f}; always running "
+                f"{self.best_fixed_draft}: regret {self.best_fixed_regret:.3f}")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"top1": round(self.top1, 4), "regret": round(self.regret, 4), "best_fixed_draft": self.best_fixed_draft,
+                "best_fixed_regret": round(self.best_fixed_regret, 4)}
+
+
+@dataclass(frozen=True)
 class CatalogueFile:
     """A parsed and checked catalogue file."""
 
@@ -59,6 +87,8 @@ class CatalogueFile:
     drafts: tuple[DraftEntry, ...]
     predictor: Path | None
     """The predictor file, or None when the catalogue has none (non-memspec policies only)."""
+    predictor_validation: PredictorValidation | None = None
+    """The predictor's validation figures (None: a catalogue written before they were recorded)."""
 
     @property
     def root(self) -> Path:
@@ -134,7 +164,23 @@ def load_catalogue_file(path: Path | str, *, predictor_must_exist: bool = True) 
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise CatalogueFileError(f"catalogue file {source}: draft name(s) {duplicates} appear more than once")
-    return CatalogueFile(source=source, target=target, drafts=tuple(drafts), predictor=predictor)
+    validation = _predictor_validation(data.get("predictor_validation"), source)
+    return CatalogueFile(source=source, target=target, drafts=tuple(drafts), predictor=predictor,
+                         predictor_validation=validation)
+
+
+def _predictor_validation(raw: object, source: Path) -> PredictorValidation | None:
+    if raw is None:
+        return None
+    fields = ("top1", "regret", "best_fixed_draft", "best_fixed_regret")
+    if not isinstance(raw, dict) or set(raw) != set(fields) or not isinstance(raw["best_fixed_draft"], str) \
+            or not all(isinstance(raw[f], int | float) and not isinstance(raw[f], bool)
+                       for f in fields if f != "best_fixed_draft"):
+        raise CatalogueFileError(f"catalogue file {source}: predictor_validation must map top1, regret and "
+                                 "best_fixed_regret to numbers and best_fixed_draft to a draft name (memspec_build "
+                                 "predictor writes it; delete the key to leave it out)")
+    return PredictorValidation(float(raw["top1"]), float(raw["regret"]), raw["best_fixed_draft"],
+                               float(raw["best_fixed_regret"]))
 
 
 def _draft_entry(root: Path, raw: object, index: int, source: Path) -> DraftEntry:
@@ -163,10 +209,16 @@ def _draft_entry(root: Path, raw: object, index: int, source: Path) -> DraftEntr
     return DraftEntry(name=name, path=path, domain=domain.strip(), description=description)
 
 
+PACKAGED_TARGET_FILE = "target.source.yaml"
+"""Beside a catalogue whose target is fetched from the package registry (memspec_ros/builder/packaged_target.py)."""
+
+
 def _model_folder(root: Path, value: object, what: str, source: Path) -> Path:
     folder = _inside(root, value, what, source)
     if not folder.is_dir():
-        raise CatalogueFileError(f"catalogue file {source}: {what} folder {folder} does not exist")
+        fetch = (f": this model set's target is fetched from the package registry, run `memspec_fetch_target {root}` "
+                 "once (make setup does it in a checkout)") if (root / PACKAGED_TARGET_FILE).is_file() else ""
+        raise CatalogueFileError(f"catalogue file {source}: {what} folder {folder} does not exist{fetch}")
     return folder
 
 
@@ -189,7 +241,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 def write_catalogue_file(path: Path | str, *, target: Path, drafts: list[DraftEntry],
-                         predictor: Path | None = None, header: str = "") -> Path:
+                         predictor: Path | None = None, header: str = "",
+                         predictor_validation: PredictorValidation | None = None) -> Path:
     """Write a catalogue file whose paths are relative to its folder (what the tools produce).
 
     Every model must already lie in that folder; the file is written atomically (a reader
@@ -213,6 +266,8 @@ def write_catalogue_file(path: Path | str, *, target: Path, drafts: list[DraftEn
         | ({"description": d.description} if d.description else {})
         for d in drafts
     ]
+    if predictor is not None and predictor_validation is not None:
+        data["predictor_validation"] = predictor_validation.as_dict()
     text = "".join(f"# {line}\n" for line in header.splitlines()) + yaml.safe_dump(data, sort_keys=False)
     tmp = source.with_name(source.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")

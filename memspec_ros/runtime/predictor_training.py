@@ -72,6 +72,8 @@ class FitMetrics:
     """Mean absolute error of the predicted acceptance rates."""
     best_single_regret: float
     """Regret of the best *fixed* draft over the same examples (the baseline to beat)."""
+    best_single_draft: str = ""
+    """That draft (the one with the highest mean acceptance over the examples)."""
 
 
 def fit_linear(x: np.ndarray, y: np.ndarray, *, l2: float = 1e-3, epochs: int = 400, lr: float = 0.02,
@@ -114,7 +116,8 @@ def evaluate(predictor: DraftPredictor, x: np.ndarray, y: np.ndarray) -> FitMetr
     got = y[np.arange(len(y)), pick]
     fixed = y.mean(axis=0).argmax()
     return FitMetrics(examples=len(x), top1=float((got >= best - 1e-9).mean()), regret=float((best - got).mean()),
-                      mae=float(np.abs(p - y).mean()), best_single_regret=float((best - y[:, fixed]).mean()))
+                      mae=float(np.abs(p - y).mean()), best_single_regret=float((best - y[:, fixed]).mean()),
+                      best_single_draft=predictor.draft_names[int(fixed)])
 
 
 def train_predictor(train: Sequence[DialogueTrace], draft_names: Sequence[str], hidden_size: int, *,

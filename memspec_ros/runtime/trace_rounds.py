@@ -135,7 +135,7 @@ class TraceRounds:
         conversation.turns += 1
         prefilled = len(turn.prompt_ids) - (1 if index == 0 else 0)
         self.clock.advance(self.cost.prefill(prefilled) + self.cost.turn_overhead_s)
-        self.context_len += len(turn.prompt_ids)
+        self.context_len += len(turn.prompt_ids) - turn.rewind
         return TraceTurn(self, turn, index)
 
     def wait_for_load(self, ticket: LoadTicket, timeout_s: float,

@@ -28,11 +28,18 @@ from memspec_ros.core.proposer import DraftProposer
 
 @dataclass(frozen=True)
 class Turn:
-    """One dialogue turn of a workload: a prompt, a token limit and (for reports) its domain."""
+    """One dialogue turn of a workload: a prompt, a token limit and (for reports) its domain.
+
+    A ``chat`` turn's ``prompt`` is the user's message: the conversation's messages, rendered
+    with the target's chat template (``system_prompt`` first), are what the target sees, exactly
+    as the node renders a chat goal (:func:`memspec_ros.runtime.turns.fit_user_message`).
+    """
 
     prompt: str
     max_new_tokens: int
     domain: str | None = None
+    chat: bool = False
+    system_prompt: str = ""
 
 
 @dataclass
@@ -53,6 +60,12 @@ class TurnTrace:
     """``float16[len(output_ids), H]``: the hidden state that produced each output token."""
     target_self_match: float = 1.0
     """Fraction of output tokens the teacher-forced target pass reproduces (1.0 = numerically exact)."""
+    rewind: int = 0
+    """Tokens dropped from the end of the conversation's context before ``prompt_ids`` were added: a
+    chat turn whose rendering of the history differs from the tokens the target saw (an answer
+    that re-tokenises differently) keeps the common prefix and re-encodes the rest, as the node
+    does. The context of this turn is the previous context minus ``rewind`` tokens, plus
+    ``prompt_ids``."""
 
     def run_length(self, draft: str, pos: int, cap: int) -> int:
         """Leading ones of ``match[draft]`` from ``pos``, at most ``cap``."""
@@ -97,7 +110,7 @@ class DialogueTrace:
         for i, t in enumerate(self.turns):
             header["turns"].append({"prompt": t.prompt, "domain": t.domain, "max_new_tokens": t.max_new_tokens,
                                     "finish_reason": t.finish_reason, "drafts": sorted(t.match),
-                                    "target_self_match": t.target_self_match})
+                                    "target_self_match": t.target_self_match, "rewind": t.rewind})
             arrays[f"t{i}_prompt_ids"] = np.asarray(t.prompt_ids, dtype=np.int32)
             arrays[f"t{i}_output_ids"] = np.asarray(t.output_ids, dtype=np.int32)
             for d, m in t.match.items():
@@ -119,7 +132,7 @@ class DialogueTrace:
                     prompt=h["prompt"], domain=h["domain"], max_new_tokens=h["max_new_tokens"],
                     prompt_ids=z[f"t{i}_prompt_ids"].tolist(), output_ids=z[f"t{i}_output_ids"].tolist(),
                     finish_reason=h["finish_reason"], match={d: z[f"t{i}_match_{d}"] for d in h["drafts"]},
-                    hidden=hid, target_self_match=h.get("target_self_match", 1.0)))
+                    hidden=hid, target_self_match=h.get("target_self_match", 1.0), rewind=h.get("rewind", 0)))
         return cls(name=header["name"], turns=turns)
 
 
@@ -163,26 +176,51 @@ def record_dialogue(
     ``helper(turn)`` may return a proposer to speed the greedy run up - the output is the
     target's greedy output either way (that is the engine's guarantee).
     """
+    from memspec_ros.runtime.conversation import Conversation
+    from memspec_ros.runtime.turns import answered, fit_user_message
+
     session = None
-    bounds: list[tuple[int, int, int]] = []  # (prompt start, output start, output end)
+    conversation = Conversation()
+    bounds: list[tuple[int, int, int]] = []  # (prompt start, output start, output end) in the turn's context
+    contexts: list[list[int]] = []  # each turn's whole context: one list unless a chat turn rewound
+    rewinds: list[int] = []
     reasons: list[str] = []
     for turn in turns:
-        start = len(session.token_ids) if session is not None else 0
+        before = len(session.token_ids) if session is not None else 0
         proposer = helper(turn) if helper is not None else None
-        session = engine.run_turn(session, turn.prompt, turn.max_new_tokens, proposer, k)
+        prompt: str | list[int] = turn.prompt
+        if turn.chat:
+            conversation.state = session
+            fitted = fit_user_message(engine, conversation, turn)  # may rewind (the node would too)
+            if fitted.kept_tokens is not None:
+                raise ValueError(f"turn {len(bounds)} of {name} does not fit the context window: shorten the "
+                                 "dialogue (a trace cannot follow a slide)")
+            session, prompt = conversation.state, fitted.prompt_ids
+        start = len(session.token_ids) if session is not None else 0
+        rewinds.append(before - start)
+        session = engine.run_turn(session, prompt, turn.max_new_tokens, proposer, k)
+        if turn.chat:
+            answered(conversation, fitted, session.text())
         bounds.append((start, session.turn_start, len(session.token_ids)))
+        contexts.append(list(session.token_ids))
         reasons.append(session.finish_reason or "length")
     assert session is not None
-    ids = list(session.token_ids)
     width = int(engine.target.config.get_text_config().vocab_size)
     narrow = [n for n, d in drafts.items() if not isinstance(d, DraftProposer) and d.config.vocab_size != width]
     if narrow:  # a subset draft's raw model would compare its own ids with the target's
         raise ValueError(f"drafts {narrow} have fewer logits than the target: pass their proposers "
                          "(DraftProposer with the draft's token map), not their models")
-    target_hidden, target_argmax = _teacher_forced(engine.target, ids)
-    predictions = {n: _draft_argmax(d, ids) for n, d in drafts.items()}
+    # One teacher-forced pass over the final context covers every turn, unless a turn rewound the
+    # context: then each turn is scored on its own context (what the target really saw).
+    passes = [contexts[-1]] * len(turns) if not any(rewinds) else contexts
+    scored: dict[int, tuple] = {}
     trace = DialogueTrace(name=name)
-    for turn, (p0, o0, o1), reason in zip(turns, bounds, reasons, strict=True):
+    for i, (turn, (p0, o0, o1), reason) in enumerate(zip(turns, bounds, reasons, strict=True)):
+        ids = passes[i]
+        if id(ids) not in scored:
+            target_hidden, target_argmax = _teacher_forced(engine.target, ids)
+            scored[id(ids)] = (target_hidden, target_argmax, {n: _draft_argmax(d, ids) for n, d in drafts.items()})
+        target_hidden, target_argmax, predictions = scored[id(ids)]
         outs = ids[o0:o1]
         tgt = torch.tensor(outs)
         match = {n: (pred[o0 - 1: o1 - 1].cpu() == tgt).numpy() for n, pred in predictions.items()}
@@ -191,5 +229,6 @@ def record_dialogue(
                                      prompt_ids=ids[p0:o0], output_ids=outs, finish_reason=reason,
                                      match=match, hidden=hidden,
                                      target_self_match=float((target_argmax[o0 - 1: o1 - 1].cpu() == tgt)
-                                                             .float().mean()) if outs else 1.0))
+                                                             .float().mean()) if outs else 1.0,
+                                     rewind=rewinds[i]))
     return trace

@@ -139,3 +139,29 @@ def _fit_chat_turn(engine: SpeculativeEngine, conversation: Conversation, reques
         else:
             state.rewind(reuse)
     return FittedTurn(fitted.ids[reuse:], kept_tokens=kept, messages=fitted.messages, reused_tokens=reuse)
+
+
+def fit_user_message(engine: SpeculativeEngine, conversation: Conversation, turn) -> FittedTurn:
+    """A workload's chat turn (:class:`~memspec_ros.runtime.traces.Turn` with ``chat``): the user's
+    message, with the turn's system prompt, admitted and fitted to ``conversation`` as the node
+    does for a chat goal. Sending the system prompt on every turn renders the same conversation
+    (:func:`memspec_ros.runtime.chat.merged` keeps one)."""
+    chat = ChatTurn((ChatMessage("user", turn.prompt),), system_prompt=turn.system_prompt)
+    admission = admit(engine, chat, turn.max_new_tokens)
+    if admission.request is None:
+        raise InvalidRequestError(f"chat turn refused: {admission.problem}")
+    return fit_turn(engine, conversation, admission.request)
+
+
+def answered(conversation: Conversation, fitted: FittedTurn, text: str) -> None:
+    """Record the answer of a chat turn run outside the runtime: the history its next turn renders."""
+    conversation.messages = [*fitted.messages, ChatMessage("assistant", text)]
+
+
+def opening_ids(engine: SpeculativeEngine, turn) -> list[int]:
+    """The tokens a workload turn opens a conversation with: its text encoded as the engine encodes
+    a first prompt, or (a chat turn) its system prompt and user message rendered."""
+    if not turn.chat:
+        return engine.encode(turn.prompt)
+    system = [ChatMessage("system", turn.system_prompt)] if turn.system_prompt else []
+    return render_ids(engine, [*system, ChatMessage("user", turn.prompt)])

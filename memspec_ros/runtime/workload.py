@@ -16,19 +16,75 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from .traces import Turn
 
 
+@dataclass(frozen=True)
+class ChatStyle:
+    """How a workload's prompts reach the target: raw text, or user messages of chat conversations.
+
+    ``memspec_build`` writes chat prompts (``{"domain", "prompt", "messages"}`` rows) for corpora
+    given as conversations: the workload then sends each prompt's last user message, with the
+    system prompt of its conversation, through the target's chat template, as a robot's dialogue
+    manager sends chat goals to the node.
+    """
+
+    chat: bool = False
+    system_prompt: str = ""
+
+    def turn(self, prompt: str, max_new_tokens: int, domain: str | None) -> Turn:
+        """A workload turn in this style."""
+        return Turn(prompt=prompt, max_new_tokens=max_new_tokens, domain=domain, chat=self.chat,
+                    system_prompt=self.system_prompt)
+
+
+RAW = ChatStyle()
+
+
+def chat_row_parts(messages: Sequence[Sequence[str]]) -> tuple[str, str]:
+    """``(system prompt or "", last user message)`` of a chat prompt row's messages."""
+    system = next((c for r, c in messages if r == "system"), "")
+    user = next((c for r, c in reversed(messages) if r == "user"), None)
+    if user is None:
+        raise ValueError("a chat prompt needs a user message")
+    return system, user
+
+
+def load_chat_style(path: Path | str) -> ChatStyle:
+    """The style of a ``prompts.jsonl``: chat if its rows carry ``messages`` (then every row must,
+    with one system prompt), raw text otherwise."""
+    systems: set[str] = set()
+    chat_rows = rows = 0
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                row = json.loads(line)
+                rows += 1
+                if "messages" in row:
+                    chat_rows += 1
+                    systems.add(chat_row_parts(row["messages"])[0])
+    if chat_rows and chat_rows != rows:
+        raise ValueError(f"{path} mixes chat prompts (with messages) and text prompts: use one kind")
+    if len(systems) > 1:
+        raise ValueError(f"{path}: chat prompts with {len(systems)} different system prompts; a workload sends one")
+    return ChatStyle(True, systems.pop()) if chat_rows else RAW
+
+
 def load_prompts(path: Path | str) -> dict[str, list[str]]:
-    """Read a ``prompts.jsonl`` of ``{"domain", "prompt"}`` rows into ``{domain: [prompt, ...]}``."""
+    """Read a ``prompts.jsonl`` of ``{"domain", "prompt"}`` rows into ``{domain: [prompt, ...]}``.
+
+    A chat row (with ``messages``) contributes its last user message (:func:`load_chat_style`).
+    """
     out: dict[str, list[str]] = {}
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             if line.strip():
                 row = json.loads(line)
-                out.setdefault(row["domain"], []).append(row["prompt"])
+                text = chat_row_parts(row["messages"])[1] if "messages" in row else row["prompt"]
+                out.setdefault(row["domain"], []).append(text)
     return out
 
 
@@ -41,6 +97,7 @@ def multi_domain_dialogues(
     seed: int = 0,
     shift_every: int = 1,
     domains: Sequence[str] | None = None,
+    style: ChatStyle = RAW,
 ) -> list[list[Turn]]:
     """Build ``sessions`` sessions of ``turns`` turns each, changing domain every ``shift_every`` turns.
 
@@ -65,6 +122,6 @@ def multi_domain_dialogues(
             pool = pools[current]
             prompt = pool[cursor[current] % len(pool)]
             cursor[current] += 1
-            session.append(Turn(prompt=prompt, max_new_tokens=max_new_tokens, domain=current))
+            session.append(style.turn(prompt, max_new_tokens, current))
         out.append(session)
     return out

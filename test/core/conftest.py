@@ -18,7 +18,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerFast
 
-from memspec_ros.bundled_zoo import bundled_zoo_root
+from memspec_ros.bundled_models import bundled_zoo_root
 from memspec_ros.core.engine import SpeculativeEngine
 from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
 from memspec_ros.core.proposer import DraftProposer

@@ -141,9 +141,9 @@ def test_a_model_without_attention_heads_is_refused_when_sized(tmp_path) -> None
 def test_memspec_build_times_an_lfm2_target_as_the_runtime_scores_it(models) -> None:
     """Sizing timed the verify pass on a bare cache and cropped it, which a conv layer refuses
     unless it records its past: ``memspec_build drafts`` failed on an LFM2 target."""
-    from memspec_ros.builder.step_timing import step_ms
+    from memspec_ros.builder.step_timing import target_timer
 
-    assert step_ms(models["lfm2"], 5, context=16, reps=2, blocks=1) > 0
+    assert target_timer(models["lfm2"], 5, context=16)(2) > 0
 
 
 def test_a_state_kept_outside_the_cache_is_named_not_a_crash_in_crop(models) -> None:

@@ -46,9 +46,15 @@ def private_ros_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
         os.environ["ROS_HOME"] = before
 
 
+SHIPPED_CATALOGUE = '    catalogue: ""'
+SHIPPED_DTYPE = "    dtype: auto "
+
+
 @pytest.fixture(scope="session")
 def params_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The params file users run the node with, with two changes: ``num_threads: 1`` and
+    """The params file users run the node with, with four changes: the bundled 17 M zoo instead of
+    the default real model (the suite's fast fixture; ``test_real_model`` serves the default),
+    ``dtype: float32`` (the zoo's tests compare with its fp32 target), ``num_threads: 1`` and
     ``session_dir: ""``.
 
     The default (0, auto) times speculative rounds at every thread count at each configure:
@@ -57,11 +63,15 @@ def params_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     Sessions stay in memory: the node starts of one worker share this file, and tests reuse
     session ids; ``test_sessions`` gives its nodes a session_dir of their own.
     """
+    from memspec_ros.bundled_models import bundled_zoo_root
+
     text = PARAMS_FILE.read_text()
-    assert "    num_threads: 0\n" in text, "config/memspec.yaml changed: update this fixture"
-    assert SHIPPED_SESSION_DIR in text, "config/memspec.yaml changed: update this fixture"
+    for line in ("    num_threads: 0\n", SHIPPED_SESSION_DIR, SHIPPED_CATALOGUE, SHIPPED_DTYPE):
+        assert line in text, f"config/memspec.yaml changed ({line.strip()!r}): update this fixture"
     path = tmp_path_factory.mktemp("params") / "memspec.yaml"
     text = text.replace("    num_threads: 0\n", "    num_threads: 1\n")
+    text = text.replace(SHIPPED_CATALOGUE, f'    catalogue: "{bundled_zoo_root()}"')
+    text = text.replace(SHIPPED_DTYPE, "    dtype: float32 ")
     path.write_text(text.replace(SHIPPED_SESSION_DIR, '    session_dir: ""'))
     return path
 
@@ -94,7 +104,7 @@ def zoo_engine():
     """
     import torch
 
-    from memspec_ros.bundled_zoo import bundled_zoo_root
+    from memspec_ros.bundled_models import bundled_zoo_root
     from memspec_ros.core.engine import SpeculativeEngine
     from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
 
@@ -114,7 +124,7 @@ def zoo_copy(tmp_path: Path) -> Path:
     import os
     import shutil
 
-    from memspec_ros.bundled_zoo import bundled_zoo_root
+    from memspec_ros.bundled_models import bundled_zoo_root
 
     src = bundled_zoo_root()
     dst = tmp_path / "zoo"

@@ -82,7 +82,7 @@ def test_installed_package_carries_everything_the_node_and_launch_file_need(work
     probe = (
         "import json, memspec_ros, memspec_interfaces\n"
         "from ament_index_python.packages import get_package_share_directory\n"
-        "from memspec_ros.bundled_zoo import bundled_zoo_root\n"
+        "from memspec_ros.bundled_models import bundled_zoo_root\n"
         "from memspec_ros.ros.launch_arguments import node_parameters\n"
         "share = get_package_share_directory('memspec_ros')\n"
         "print(json.dumps({'package': memspec_ros.__file__, 'interfaces': memspec_interfaces.__file__,\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from memspec_ros import knobs
-from memspec_ros.bundled_zoo import bundled_zoo_root
+from memspec_ros.bundled_models import bundled_zoo_root
 from memspec_ros.ros.parameters import (
     PARAMS,
     PARAMS_BY_NAME,

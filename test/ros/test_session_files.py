@@ -12,6 +12,7 @@ from memspec_ros.ros import session_files
 from memspec_ros.ros.dialogue_store import DialogueStore, token_digest
 from memspec_ros.ros.session_files import (
     SavedSession,
+    SessionDirLock,
     SessionFileStore,
     file_name,
     model_fingerprint,
@@ -21,6 +22,8 @@ from memspec_ros.ros.session_files import (
 )
 from memspec_ros.runtime.chat import ChatMessage
 from memspec_ros.runtime.conversation import Conversation, ConversationRecord
+
+REPO = Path(__file__).resolve().parents[2]
 
 MODEL = "m" * 64
 
@@ -121,13 +124,37 @@ def test_session_dir_values(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.delenv("ROS_HOME")
     assert session_dir_path("$ROS_HOME/s") == Path.home() / ".ros" / "s"
     assert session_dir_path("~/x") == Path.home() / "x"
-    assert node_session_dir(tmp_path, "/robot1/memspec") == tmp_path / "robot1" / "memspec"
-    assert node_session_dir(tmp_path, "/memspec") == tmp_path / "memspec"
+    assert node_session_dir(tmp_path, "/robot1/memspec", 0) == tmp_path / "domain_0" / "robot1" / "memspec"
+    assert node_session_dir(tmp_path, "/memspec", 7) == tmp_path / "domain_7" / "memspec"
     with pytest.raises(ValueError):
-        node_session_dir(tmp_path, "/../x")
+        node_session_dir(tmp_path, "/../x", 0)
     made = tmp_path / "a" / "b"
     prepare_session_dir(made)
     assert made.is_dir() and (made.stat().st_mode & 0o777) == 0o700
+
+
+def test_a_session_folder_serves_one_node_at_a_time(tmp_path: Path) -> None:
+    """Two nodes of one name on one ROS domain would load and delete each other's files: the second
+    is refused by the folder's lock, with the holder named; the lock ends with its holder."""
+    import subprocess
+    import sys
+
+    first = SessionDirLock(tmp_path)
+    with pytest.raises(OSError, match=f"in use by pid {os.getpid()}.*another name or namespace"):
+        SessionDirLock(tmp_path)
+    first.release()
+    SessionDirLock(tmp_path).release()
+    # a holder killed without cleanup (SIGKILL) leaves no stale lock
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]);"
+                               "from memspec_ros.ros.session_files import SessionDirLock;"
+                               "lock = SessionDirLock(__import__('pathlib').Path(sys.argv[2])); print('locked', flush=True);"
+                               "time.sleep(60)", str(REPO), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    with pytest.raises(OSError, match=f"pid {holder.pid}"):
+        SessionDirLock(tmp_path)
+    holder.kill()
+    holder.wait()
+    SessionDirLock(tmp_path).release()
     (tmp_path / "plain-file").write_text("")
     with pytest.raises(OSError):  # configure fails naming session_dir, instead of failing on the first write
         prepare_session_dir(tmp_path / "plain-file" / "sessions")

@@ -25,7 +25,7 @@ from prompts import LEGAL_PROMPT, LONG_TOKENS, ROBOT_PROMPT
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 
-from memspec_ros.bundled_zoo import bundled_zoo_root
+from memspec_ros.bundled_models import bundled_zoo_root
 from memspec_ros.ros.generate_client import GenerateClient, make_goal
 from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess

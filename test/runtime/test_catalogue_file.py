@@ -54,7 +54,7 @@ def test_written_catalogues_read_back_and_stay_relative(world, tmp_path: Path) -
 
 
 def test_the_bundled_zoo_is_a_catalogue() -> None:
-    from memspec_ros.bundled_zoo import bundled_zoo_root
+    from memspec_ros.bundled_models import bundled_zoo_root
 
     models = load_catalogue_file(bundled_zoo_root())
     assert len(models.drafts) == 6 and models.predictor is not None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from memspec_ros.bundled_zoo import bundled_zoo_root
+from memspec_ros.bundled_models import bundled_zoo_root
 from memspec_ros.core.engine import SpeculativeEngine
 from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
 from memspec_ros.core.sampling import SamplingParams

@@ -78,7 +78,9 @@ def test_memspec_probes_drafts_during_a_draftless_stretch(world) -> None:
     """Drafts so slow that target-only rounds win: memspec goes draftless but keeps probing.
 
     Without probes a draftless stretch observes nothing about the drafts and can never end
-    within the turn; with them, no stretch is longer than ``probe_every`` rounds.
+    within the turn; with them, no stretch is longer than ``probe_every`` rounds. The do-no-harm
+    guard is off here: with drafts this slow it would (rightly) stop the probes too
+    (test_throughput_guard.py).
     """
     names = world.catalogue.names
     slow_drafts = CostModel(verify_s={p: 0.004 + 0.0002 * p for p in range(5)},
@@ -86,7 +88,7 @@ def test_memspec_probes_drafts_during_a_draftless_stretch(world) -> None:
                             prefill_s=(0.001, 0.00005), load_s=dict.fromkeys(names, 0.012), round_overhead_s=0.0003,
                             tick_s=0.0001, predictor_s=0.00005)
     probe_every = 4
-    pol = MemSpecPolicy(world.predictor.restricted_to(names), probe_every=probe_every)
+    pol = MemSpecPolicy(world.predictor.restricted_to(names), probe_every=probe_every, guard=False)
     sim = Simulator(world.catalogue, Budget.drafts(2), pol, slow_drafts, RuntimeConfig())
     sim.warm_up()
     result = sim.run(world.trace)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from memspec_ros.bundled_zoo import bundled_zoo_root
+from memspec_ros.bundled_models import bundled_zoo_root
 
 ZOO = bundled_zoo_root()
 

@@ -28,6 +28,7 @@ from ..acceptance import AcceptanceSummary
 from ..catalogue import Budget, Catalogue
 from ..context import ContextFeatures
 from ..residency import DraftState, ResidencySnapshot
+from ..throughput_guard import GuardStatus
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,10 @@ class Policy(ABC):
 
     def _new_turn(self, view: PolicyView) -> None:  # noqa: B027 - optional hook
         """Subclass hook for :meth:`new_turn`."""
+
+    def guard_status(self) -> GuardStatus | None:
+        """The do-no-harm guard's state for policies that have one (:mod:`..throughput_guard`); None here."""
+        return None
 
     @abstractmethod
     def _choose(self, view: PolicyView) -> Decision: ...

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from ..load_value import net_of_load
 from ..predictor import DraftPredictor
 from ..speculation_length import best_length, per_token_acceptance, rate_at_k
+from ..throughput_guard import GuardStatus, ThroughputGuard
 from .base import (
     Decision,
     Policy,
@@ -71,8 +72,11 @@ class _ManagedPolicy(Policy):
     def __init__(self, *, keep_bonus: float = 0.05, switch_margin: float = 0.03, prior_tokens: float = 8.0,
                  evidence_rounds: int = 8, min_utility: float = 0.02, cost_aware: bool = True,
                  target_margin: float = 0.1, probe_every: int = 16, dynamic_k: bool = True,
-                 preempt_margin: float | None = 0.2, load_aware: bool = True) -> None:
+                 preempt_margin: float | None = 0.2, load_aware: bool = True, guard: bool = True) -> None:
         super().__init__()
+        self.guard = ThroughputGuard() if guard else None
+        self._guarded_round = False
+        self._forecast_error: float | None = None
         self.load_aware = load_aware
         self.preempt_margin = preempt_margin
         self.cost_aware = cost_aware
@@ -107,10 +111,35 @@ class _ManagedPolicy(Policy):
             # Rounds may have run shorter than k (dynamic length): compare in rate-at-k units.
             observed = rate_at_k(rounds, view.k) if self.dynamic_k else (
                 sum(a for _, a in rounds) / prop if prop else None)
-            score[n] = u if observed is None else (u * self.prior_tokens + observed * prop) / (self.prior_tokens + prop)
+            prior = self.prior_tokens * self.forecast_trust()
+            score[n] = u if observed is None else (u * prior + observed * prop) / (prior + prop)
         return score
 
+    def forecast_trust(self) -> float:
+        """How much of ``prior_tokens`` a forecast is worth: 1 while forecasts match what the drafts
+        then achieve, down to 0.15 as their mean error grows past 0.1 (a weak or mismatched predictor
+        then yields to observed acceptance within a round or two)."""
+        if self._forecast_error is None:
+            return 1.0
+        return min(1.0, max(0.15, 1.0 - max(0.0, self._forecast_error - 0.1) / 0.25))
+
+    def _track_forecast_error(self, view: PolicyView) -> None:
+        """Compare the last plan's forecasts with the acceptance the drafts achieved since (EMA of |error|)."""
+        if not self.utility:
+            return
+        since = [r for r in view.acceptance.window if r.round_index >= self._last_plan_round and r.draft]
+        for name in {r.draft for r in since}:
+            rounds = [(r.proposed, r.accepted) for r in since if r.draft == name]
+            observed = rate_at_k(rounds, view.k)
+            if observed is None or name not in self.utility or sum(p for p, _ in rounds) < 4:
+                continue
+            err = abs(self.utility[name] - observed)
+            self._forecast_error = err if self._forecast_error is None else 0.75 * self._forecast_error + 0.25 * err
+
     def _choose(self, view: PolicyView) -> Decision:
+        self._guarded_round = self.guard is not None and self.guard.wants_target_round()
+        if self._guarded_round:
+            return Decision(None)
         resident = [n for n in view.resident if n not in view.unusable]
         score = self._live_score(view)
         best = best_of(resident, score, prefer=view.active, margin=self.switch_margin)
@@ -133,11 +162,28 @@ class _ManagedPolicy(Policy):
         return Decision(best, k=k)
 
     def _observe(self, feedback: RoundFeedback, view: PolicyView) -> None:
+        if self.guard is not None:
+            self.guard.observe(forced=self._guarded_round, drafted=feedback.draft is not None and feedback.proposed > 0,
+                               emitted=feedback.emitted, start=view.now,
+                               seconds=feedback.seconds, turn=feedback.turn)
+        if self._guarded_round:
+            return  # the guard's round, not a draftless choice of the policy
         self._draftless_streak = self._draftless_streak + 1 if feedback.draft is None else 0
 
+    def guard_status(self) -> GuardStatus | None:
+        """The do-no-harm guard's state (None: this policy runs unguarded)."""
+        with self._lock:
+            return self.guard.status() if self.guard is not None else None
+
     def _plan(self, view: PolicyView) -> SchedulePlan:
+        self._track_forecast_error(view)
         self.utility = self._utility(view)
         self._last_plan_round = view.round_index
+        if self.guard is not None and not self.guard.allows_loads():
+            # Fallback: no loads (they take CPU from decoding), nothing evicted either, so a probe
+            # finds the drafts it had.
+            return SchedulePlan(want=tuple(view.resident), cancel=tuple(view.pending_loads),
+                                predictions=dict(self.utility))
         want = working_set(view, self.utility, keep_bonus=self.keep_bonus, min_utility=self.min_utility,
                            if_loaded=self._net_of_loads(view))
         active = view.active

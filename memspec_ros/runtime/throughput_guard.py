@@ -1,0 +1,198 @@
+"""Do no harm: a policy's measured throughput against target-only decoding, and a fallback.
+
+Every per-round choice of the managed policies rests on models: forecast acceptance, EMA step
+and verification times, a load's cost. Each can be wrong in ways the round loop cannot see from
+inside: a weak model set, a predictor worse than a fixed draft, a CPU shared with other nodes
+(the loader and the drafts then compete with decoding), Python overhead around a round. The
+guard looks only at what the wall clock says:
+
+* **policy rounds**: tokens emitted over the seconds from one round's start to the next (the
+  scheduler's tick and the predictor included), for every round the policy chose itself;
+* **target-only rounds**: the same for plain target steps: every round that ran without a draft
+  (the policy's own choice or the guard's). Where the policy drafts every round, the guard
+  schedules them itself: ``initial_baseline`` once the policy has run ``min_rounds`` rounds,
+  then one every ``baseline_every`` rounds, so the reference follows the machine's current speed
+  (a busy neighbour slows both alike).
+
+When the policy's recent rounds emit fewer tokens per second than target-only decoding, the
+guard switches to **fallback**: target-only rounds, no new loads (loads take CPU from decoding
+on a CPU-only robot), the resident drafts kept. It **probes** the policy again after
+``first_probe_after`` rounds for ``probe_rounds`` rounds, doubling the wait after every probe
+that still loses (to ``max_probe_after``), and returns to the policy when a probe beats
+target-only by ``resume_margin``. A failed probe costs a few rounds' worth of the policy's
+deficit, so a model set that never pays costs well under 1% once the waits have grown.
+
+Times come from the view's clock, so the guard runs unchanged in the trace simulator (virtual
+time) and in the node (wall time).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class GuardMode(StrEnum):
+    """What the guard lets the policy do."""
+
+    POLICY = "policy"
+    """The policy decides (it has not been caught slower than target-only)."""
+    FALLBACK = "fallback"
+    """Target-only rounds, no loads: the policy measured slower than target-only."""
+    PROBE = "probe"
+    """The policy decides for a few rounds, to measure whether it pays again."""
+
+
+@dataclass(frozen=True)
+class GuardStatus:
+    """The guard's state and the measurements it rests on (for logs, diagnostics and reports)."""
+
+    mode: GuardMode
+    policy_tokens_per_s: float | None
+    target_tokens_per_s: float | None
+    fallbacks: int
+    """Times the guard fell back so far."""
+    fallback_rounds: int
+    """Rounds run in fallback so far."""
+    next_probe_in: int | None
+    """Rounds until the next probe (fallback only)."""
+
+    @property
+    def ratio(self) -> float | None:
+        """Policy over target-only tokens/s, as last measured."""
+        if not self.policy_tokens_per_s or not self.target_tokens_per_s:
+            return None
+        return self.policy_tokens_per_s / self.target_tokens_per_s
+
+    def describe(self) -> str:
+        """One line: what the guard does and why."""
+        def rate(x: float | None) -> str:
+            return "?" if x is None else f"{x:.1f}"
+        measured = (f"drafting measured {rate(self.policy_tokens_per_s)} tokens/s against target-only "
+                    f"{rate(self.target_tokens_per_s)}")
+        if self.mode == GuardMode.FALLBACK:
+            return (f"do-no-harm fallback: {measured}; decoding target-only without loads, next probe in "
+                    f"{self.next_probe_in} rounds (fallback #{self.fallbacks})")
+        if self.mode == GuardMode.PROBE:
+            return f"do-no-harm probe: {measured}; measuring the policy again"
+        return f"drafting pays: {measured}"
+
+
+class ThroughputGuard:
+    """Measures a policy against target-only decoding and falls back when it loses (see module doc)."""
+
+    def __init__(self, *, window_rounds: int = 24, min_rounds: int = 12, baseline_rounds: int = 8,
+                 baseline_every: int = 96, initial_baseline: int = 2, fallback_margin: float = 0.02,
+                 resume_margin: float = 0.03, probe_rounds: int = 12, first_probe_after: int = 32,
+                 max_probe_after: int = 1024) -> None:
+        self.window_rounds = window_rounds
+        self.min_rounds = min_rounds
+        self.baseline_every = baseline_every
+        self.initial_baseline = initial_baseline
+        self.fallback_margin = fallback_margin
+        self.resume_margin = resume_margin
+        self.probe_rounds = probe_rounds
+        self.first_probe_after = first_probe_after
+        self.max_probe_after = max_probe_after
+        self.mode = GuardMode.POLICY
+        self._policy: deque[tuple[int, float]] = deque(maxlen=window_rounds)
+        self._policy_drafted: deque[bool] = deque(maxlen=window_rounds)
+        self._target: deque[tuple[int, float]] = deque(maxlen=baseline_rounds)
+        self._since_baseline = 0
+        self._baseline_due = 0
+        self._mode_rounds = 0
+        self._probe_after = first_probe_after
+        self._fallbacks = 0
+        self._fallback_rounds = 0
+        self._pending: tuple[bool, bool, int, float, int] | None = None
+        """The previous round, awaiting its cycle time: (the guard's, drafted, tokens, start, turn)."""
+        self._pending_seconds = 0.0
+
+    # ------------------------------------------------------------------ decisions
+    def wants_target_round(self) -> bool:
+        """Whether the next round must be target-only (fallback, or a baseline sample is due)."""
+        return self.mode == GuardMode.FALLBACK or self._baseline_due > 0
+
+    def allows_loads(self) -> bool:
+        """Whether the policy may start loads (not in fallback)."""
+        return self.mode != GuardMode.FALLBACK
+
+    # ------------------------------------------------------------------ measurements
+    def observe(self, *, forced: bool, drafted: bool, emitted: int, start: float, seconds: float, turn: int) -> None:
+        """A finished round: ``forced`` if it was the guard's target-only round, ``drafted`` if a draft proposed.
+
+        The round's cost is the time from its start to the next round's start (what it really
+        took, ticks included), known one round later; the last round of a turn counts its own
+        ``seconds``.
+        """
+        if self._pending is not None:
+            p_forced, p_drafted, p_tokens, p_start, p_turn = self._pending
+            cycle = start - p_start if p_turn == turn and start > p_start else None
+            self._account(p_forced, p_drafted, p_tokens, cycle if cycle is not None else self._pending_seconds)
+        self._pending = (forced, drafted, emitted, start, turn)
+        self._pending_seconds = seconds
+        if forced and self._baseline_due > 0:
+            self._baseline_due -= 1
+        self._step()
+
+    def _account(self, forced: bool, drafted: bool, tokens: int, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        if not drafted:
+            self._target.append((tokens, seconds))
+            self._since_baseline = 0
+        if not forced:
+            self._policy.append((tokens, seconds))
+            self._policy_drafted.append(drafted)
+            self._since_baseline += 1
+            if not self._target and self._baseline_due == 0 and len(self._policy) >= self.min_rounds:
+                self._baseline_due = self.initial_baseline
+            elif self._target and self._since_baseline >= self.baseline_every and self._baseline_due == 0:
+                self._baseline_due = 1
+
+    def _step(self) -> None:
+        """Advance the state machine by one round."""
+        self._mode_rounds += 1
+        if self.mode == GuardMode.FALLBACK:
+            self._fallback_rounds += 1
+            if self._mode_rounds >= self._probe_after:
+                self._enter(GuardMode.PROBE)
+            return
+        rounds_needed = self.probe_rounds if self.mode == GuardMode.PROBE else self.min_rounds
+        ratio = self.status().ratio
+        if len(self._policy) < min(rounds_needed, self.window_rounds) or ratio is None \
+                or len(self._target) < min(self.initial_baseline, self._target.maxlen or 1):
+            return
+        if self.mode == GuardMode.PROBE:
+            if ratio >= 1.0 + self.resume_margin:
+                self._probe_after = self.first_probe_after
+                self._enter(GuardMode.POLICY)
+            else:
+                self._probe_after = min(self.max_probe_after, self._probe_after * 2)
+                self._fallback()
+        elif ratio < 1.0 - self.fallback_margin and sum(self._policy_drafted) * 4 >= len(self._policy_drafted):
+            self._fallback()  # (a policy that drafts in under a quarter of its rounds is nearly target-only)
+
+    def _fallback(self) -> None:
+        self._fallbacks += 1
+        self._enter(GuardMode.FALLBACK)
+
+    def _enter(self, mode: GuardMode) -> None:
+        self.mode = mode
+        self._mode_rounds = 0
+        if mode == GuardMode.PROBE:
+            self._policy.clear()  # the probe is judged on its own rounds
+            self._policy_drafted.clear()
+
+    # ------------------------------------------------------------------ reporting
+    def status(self) -> GuardStatus:
+        """The current state and rates."""
+        def rate(samples: deque[tuple[int, float]]) -> float | None:
+            secs = sum(s for _, s in samples)
+            return sum(t for t, _ in samples) / secs if secs > 0 else None
+        return GuardStatus(mode=self.mode, policy_tokens_per_s=rate(self._policy),
+                           target_tokens_per_s=rate(self._target), fallbacks=self._fallbacks,
+                           fallback_rounds=self._fallback_rounds,
+                           next_probe_in=max(0, self._probe_after - self._mode_rounds)
+                           if self.mode == GuardMode.FALLBACK else None)

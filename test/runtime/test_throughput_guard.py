@@ -1,0 +1,115 @@
+"""The do-no-harm guard: measured policy rounds against target-only rounds, fallback and probes."""
+
+from __future__ import annotations
+
+from memspec_ros.runtime.policies import MemSpecPolicy
+from memspec_ros.runtime.throughput_guard import GuardMode, ThroughputGuard
+
+from .hand_built import Stage, constant_predictor
+
+GENERAL, CODE, LEGAL = "draft-general", "draft-code", "draft-legal"
+
+TARGET_S = 0.05
+"""A target-only round: one token in 50 ms (20 tokens/s)."""
+
+
+class Clock:
+    """Round start times: each round starts when the previous one ended."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def run(self, guard: ThroughputGuard, *, drafted: bool, tokens: int, seconds: float, turn: int = 0) -> bool:
+        """One round as the guard asks for it; returns whether it was the guard's target-only round."""
+        forced = guard.wants_target_round()
+        if forced:
+            drafted, tokens, seconds = False, 1, TARGET_S
+        guard.observe(forced=forced, drafted=drafted, emitted=tokens, start=self.now, seconds=seconds, turn=turn)
+        self.now += seconds
+        return forced
+
+
+def _slow_policy_rounds(guard: ThroughputGuard, clock: Clock, n: int) -> int:
+    """``n`` rounds of a policy at 1.2 tokens a 0.1 s round (12 tokens/s, 0.6x target-only); forced count."""
+    return sum(clock.run(guard, drafted=True, tokens=1 + (i % 5 == 0), seconds=0.1) for i in range(n))
+
+
+def test_a_policy_slower_than_target_only_falls_back_and_stops_loading() -> None:
+    guard, clock = ThroughputGuard(), Clock()
+    forced = _slow_policy_rounds(guard, clock, 12)
+    assert forced == 0 and guard.mode == GuardMode.POLICY, "the policy runs freely until it has a record"
+    forced = _slow_policy_rounds(guard, clock, 4)
+    assert forced == 2, "then two target-only rounds measure the reference"
+    assert guard.mode == GuardMode.FALLBACK
+    assert guard.wants_target_round() and not guard.allows_loads()
+    status = guard.status()
+    assert status.ratio is not None and status.ratio < 0.8
+    assert "fallback" in status.describe() and "target-only" in status.describe()
+
+
+def test_probes_back_off_while_they_lose_and_a_paying_probe_resumes() -> None:
+    guard, clock = ThroughputGuard(first_probe_after=32, probe_rounds=12), Clock()
+    _slow_policy_rounds(guard, clock, 16)
+    assert guard.mode == GuardMode.FALLBACK
+    assert _slow_policy_rounds(guard, clock, 32) == 32, "the guard answers with target-only rounds"
+    assert guard.mode == GuardMode.PROBE and not guard.wants_target_round()
+    _slow_policy_rounds(guard, clock, 13)  # a round is charged when the next one starts: 12 need 13
+    assert guard.mode == GuardMode.FALLBACK and guard.status().next_probe_in == 64, "a lost probe doubles the wait"
+    assert guard.status().fallbacks == 2
+    _slow_policy_rounds(guard, clock, 64)
+    assert guard.mode == GuardMode.PROBE
+    for _ in range(13):  # the machine got quieter or the topic suits the drafts: 3 tokens a 0.1 s round
+        clock.run(guard, drafted=True, tokens=3, seconds=0.1)
+    assert guard.mode == GuardMode.POLICY and guard.allows_loads()
+
+
+def test_a_policy_that_pays_is_left_alone_but_for_rare_reference_rounds() -> None:
+    guard, clock = ThroughputGuard(baseline_every=96), Clock()
+    forced = sum(clock.run(guard, drafted=True, tokens=3, seconds=0.1) for _ in range(1000))
+    assert guard.mode == GuardMode.POLICY and guard.status().fallbacks == 0
+    assert 2 <= forced <= 2 + 1000 // 96, "two reference rounds, then one every 96"
+    assert guard.status().ratio is not None and guard.status().ratio > 1.4
+
+
+def test_a_policy_that_mostly_skips_drafts_is_not_blamed_for_noise() -> None:
+    """Draftless policy rounds are target-only rounds: a policy that drafts in few of them is
+    target-only decoding, and a slightly slower window is noise, not harm."""
+    guard, clock = ThroughputGuard(), Clock()
+    for i in range(200):
+        clock.run(guard, drafted=i % 8 == 0, tokens=1, seconds=TARGET_S * (1.05 if i % 2 else 0.97))
+    assert guard.status().fallbacks == 0
+
+
+def test_rounds_are_charged_from_one_start_to_the_next() -> None:
+    """A round's cost includes what follows it before the next round starts (the scheduler's
+    tick, the predictor): the guard charges start-to-start, not the round's own seconds."""
+    guard, clock = ThroughputGuard(), Clock()
+    for _ in range(16):
+        forced = guard.wants_target_round()
+        seconds = TARGET_S if forced else 0.04  # the round itself looks fast ...
+        guard.observe(forced=forced, drafted=not forced, emitted=1 if forced else 2, start=clock.now,
+                      seconds=seconds, turn=0)
+        clock.now += seconds + (0.0 if forced else 0.08)  # ... but a tick after it takes 80 ms
+    assert guard.mode == GuardMode.FALLBACK
+
+
+def test_memspec_in_fallback_plans_no_loads_and_runs_target_only() -> None:
+    stage = Stage(budget_drafts=2)
+    predictor = constant_predictor({GENERAL: 0.3, CODE: 0.9, LEGAL: 0.1}, stage.names)
+    stage.load(GENERAL)
+    policy = MemSpecPolicy(predictor)
+    policy.bind(stage.catalogue, stage.budget, 4)
+    plan = policy.plan(stage.view())
+    assert CODE in plan.want, "normally the forecast draft is prefetched"
+    clock = Clock()
+    _slow_policy_rounds(policy.guard, clock, 16)
+    assert policy.guard_status().mode == GuardMode.FALLBACK
+    plan = policy.plan(stage.view())
+    assert set(plan.want) == {GENERAL} and not plan.cancel, "no loads in fallback; the resident draft stays"
+    assert policy.choose(stage.view()).draft is None
+
+
+def test_the_guard_can_be_switched_off() -> None:
+    stage = Stage(budget_drafts=2)
+    policy = MemSpecPolicy(constant_predictor({GENERAL: 0.3}, stage.names), guard=False)
+    assert policy.guard is None and policy.guard_status() is None

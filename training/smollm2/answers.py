@@ -1,0 +1,136 @@
+"""The SmolLM2 model set's corpora: robot users' questions answered by the target itself.
+
+One conversation per line of ``<out>/<domain>.jsonl``, as chat messages (``{"messages": [...]}``,
+which ``memspec_build`` renders with the target's chat template): the system prompt, a question
+of the domain (:mod:`.prompts`) and the target's greedy answer, and in a quarter of them a
+second question of the same domain with its answer, so the drafts also see a conversation's
+later turns. Why the target's own answers: they are exactly the text the drafts must predict
+when the node serves this target (the issue's "fair training text"), and no offline corpus of
+robot dialogue exists.
+
+Answers are generated in batches (left-padded, bf16 where the CPU has native bf16: a batch of
+32 runs about 5x the tokens per second of single-prompt decoding on 2 cores) and kept in a
+resumable cache, so an interrupted run continues where it stopped.
+
+    python -m training.smollm2.answers --target models/smollm2/target --out .cache/smollm2/corpora
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import time
+from pathlib import Path
+
+import torch
+
+from training.smollm2.prompts import DOMAINS, SYSTEM_PROMPT, questions
+
+FOLLOW_UP_SHARE = 0.25
+
+
+def conversations(domain: str, count: int, seed: int) -> list[list[str]]:
+    """``count`` question lists (one or two questions) of ``domain``, deterministic."""
+    pool = questions(domain, count * 2, seed)
+    rng = random.Random(f"{domain}:follow-up:{seed}")
+    firsts, rest = pool[:count], pool[count:]
+    return [[q, rest[i % len(rest)]] if rest and rng.random() < FOLLOW_UP_SHARE else [q]
+            for i, q in enumerate(firsts)]
+
+
+class AnswerCache:
+    """Answers already generated, by the hash of the rendered prompt (append-only JSON lines)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.answers: dict[str, str] = {}
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    row = json.loads(line)
+                    self.answers[row["key"]] = row["answer"]
+
+    @staticmethod
+    def key(prompt: str) -> str:
+        return hashlib.sha256(prompt.encode()).hexdigest()[:24]
+
+    def add(self, prompt: str, answer: str) -> None:
+        key = self.key(prompt)
+        self.answers[key] = answer
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"key": key, "answer": answer}, ensure_ascii=False) + "\n")
+
+
+@torch.inference_mode()
+def answer_all(model, tok, prompts: list[str], cache: AnswerCache, *, batch: int, max_new_tokens: int) -> None:
+    """Greedy answers for every prompt not yet in ``cache``, in length-sorted batches."""
+    todo = sorted({p for p in prompts if cache.key(p) not in cache.answers}, key=len)
+    done_tokens, t0 = 0, time.perf_counter()
+    for i in range(0, len(todo), batch):
+        chunk = todo[i:i + batch]
+        enc = tok(chunk, return_tensors="pt", padding=True, add_special_tokens=False)
+        out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                             pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+        for prompt, row in zip(chunk, out[:, enc.input_ids.shape[1]:], strict=True):
+            ids = row.tolist()
+            if tok.eos_token_id in ids:
+                ids = ids[:ids.index(tok.eos_token_id)]
+            done_tokens += len(ids)
+            cache.add(prompt, tok.decode(ids, skip_special_tokens=True).strip())
+        rate = done_tokens / (time.perf_counter() - t0)
+        print(f"[answers] {min(i + batch, len(todo))}/{len(todo)} prompts, {rate:.0f} tokens/s", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", type=Path, default=Path("models/smollm2/target"))
+    parser.add_argument("--out", type=Path, default=Path(".cache/smollm2/corpora"))
+    parser.add_argument("--per-domain", type=int, default=300, help="conversations per domain (default 300)")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args(argv)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tok = AutoTokenizer.from_pretrained(args.target)
+    tok.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(args.target, dtype=torch.bfloat16).eval()
+    args.out.mkdir(parents=True, exist_ok=True)
+    cache = AnswerCache(args.out.parent / "answers.cache.jsonl")  # beside the corpora folder, not a domain in it
+    plans = {d: conversations(d, args.per_domain, args.seed) for d in DOMAINS}
+    system = [{"role": "system", "content": SYSTEM_PROMPT}]
+
+    def render(messages: list[dict]) -> str:
+        return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def answered(qs: list[str]) -> list[dict]:
+        """The system prompt, then each question with its cached answer."""
+        msgs = list(system)
+        for q in qs:
+            msgs.append({"role": "user", "content": q})
+            msgs.append({"role": "assistant", "content": cache.answers[cache.key(render(msgs))]})
+        return msgs
+
+    def transcripts(turn: int) -> list[list[dict]]:
+        """Every conversation's messages up to its ``turn``-th question (earlier answers from the cache)."""
+        return [[*answered(qs[:turn]), {"role": "user", "content": qs[turn]}]
+                for plan in plans.values() for qs in plan if len(qs) > turn]
+
+    for turn in (0, 1):
+        answer_all(model, tok, [render(m) for m in transcripts(turn)], cache, batch=args.batch,
+                   max_new_tokens=args.max_new_tokens)
+    for domain, plan in plans.items():
+        with (args.out / f"{domain}.jsonl").open("w", encoding="utf-8") as fh:
+            for qs in plan:
+                msgs = answered(qs)
+                fh.write(json.dumps({"messages": msgs}, ensure_ascii=False) + "\n")
+        print(f"[answers] {args.out / (domain + '.jsonl')}: {len(plan)} conversations")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,224 @@
+"""What a home/service robot's users say, by domain: the questions the SmolLM2 corpora answer.
+
+Five domains a robot's user talks about, each a grammar of requests with slots, so a few
+hundred distinct questions per domain come from a few lines each (deterministic for a seed):
+
+* ``commands``: errands, movement, status and settings ("bring me the red cup from the kitchen");
+* ``code``: programming and ROS 2 help ("write a Python function that ...", "what is a ROS topic?");
+* ``math``: arithmetic, percentages and unit conversions ("convert 5 miles to kilometers");
+* ``howto``: household how-to and safety ("how do I descale a kettle?", "is it safe to ...?");
+* ``chat``: small talk and general knowledge ("tell me a joke", "what is the capital of Peru?").
+
+The answers are the target's own (:mod:`training.smollm2.answers`): what the node will decode.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+SYSTEM_PROMPT = "You are a helpful home service robot. Keep your answers short and clear."
+"""Every corpus conversation opens with it, and so do the demo and the benchmark's sessions."""
+
+ROOMS = ["kitchen", "living room", "bedroom", "bathroom", "garage", "hallway", "office", "dining room",
+         "laundry room", "garden", "basement", "balcony", "children's room", "pantry"]
+OBJECTS = ["red cup", "blue mug", "water bottle", "remote control", "phone charger", "newspaper", "book",
+           "glasses", "keys", "towel", "laptop", "umbrella", "plate", "apple", "bowl of fruit", "toolbox",
+           "screwdriver", "medicine box", "blanket", "pair of slippers", "backpack", "flower vase", "broom"]
+PLACES = ["table", "sofa", "shelf", "counter", "desk", "bed", "chair", "windowsill", "floor", "fridge"]
+POLITE = ["", "Please ", "Could you ", "Can you ", "Hey robot, ", "Robot, ", "I need you to ", "Would you "]
+DEVICES = ["lights", "heating", "air conditioning", "TV", "music", "fan", "coffee machine", "dishwasher",
+           "washing machine", "vacuum"]
+PEOPLE = ["grandma", "my son", "my daughter", "the guest", "my wife", "my husband", "the kids", "dad"]
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def commands(rng: random.Random) -> str:
+    """Errands, movement, status and settings."""
+    obj, room, place, p = rng.choice(OBJECTS), rng.choice(ROOMS), rng.choice(PLACES), rng.choice(POLITE)
+    forms = [
+        lambda: f"{p}bring me the {obj} from the {room}.",
+        lambda: f"{p}go to the {room} and check if the window is closed.",
+        lambda: f"{p}pick up the {obj} on the {place} and put it in the {rng.choice(ROOMS)}.",
+        lambda: f"{p}turn {rng.choice(['on', 'off'])} the {rng.choice(DEVICES)} in the {room}.",
+        lambda: f"{p}move {rng.choice(['forward', 'back', 'left', 'right'])} {rng.randint(1, 9)} meters.",
+        lambda: f"{p}find my {obj}. I think I left it in the {room}.",
+        lambda: f"{p}remind me to {rng.choice(['call the doctor', 'water the plants', 'take my pills', 'buy milk', 'feed the cat'])} at {rng.randint(1, 12)} {rng.choice(['am', 'pm'])}.",
+        lambda: f"{p}follow me to the {room}.",
+        lambda: f"{p}clean the {place} in the {room}.",
+        lambda: f"{p}tell {rng.choice(PEOPLE)} that dinner is ready.",
+        lambda: f"{p}set the temperature in the {room} to {rng.randint(17, 26)} degrees.",
+        lambda: f"{p}open the {rng.choice(['front door', 'garage door', 'curtains', 'blinds', 'window'])}.",
+        lambda: "What is your battery level?",
+        lambda: f"How long until you finish {rng.choice(['charging', 'cleaning the kitchen', 'the laundry', 'your current task'])}?",
+        lambda: "Where are you right now?",
+        lambda: f"Is anyone in the {room}?",
+        lambda: f"Did you {rng.choice(['lock the front door', 'close the windows', 'turn off the oven', 'feed the dog', 'water the plants'])}?",
+        lambda: f"{p}stop what you are doing and come to the {room}.",
+        lambda: f"{p}go back to your charging station.",
+        lambda: "What tasks do you have left for today?",
+        lambda: f"{p}check whether we still have {rng.choice(['milk', 'eggs', 'bread', 'coffee', 'apples', 'rice'])} in the fridge.",
+        lambda: f"{p}put the {obj} back where it belongs.",
+        lambda: f"{p}wake me up at {rng.randint(5, 9)}:{rng.choice(['00', '15', '30', '45'])} tomorrow.",
+        lambda: f"Why did you stop in the {room}?",
+    ]
+    return rng.choice(forms)()
+
+
+TASKS = ["returns the average of a list of numbers", "checks whether a string is a palindrome",
+         "counts the vowels in a string", "returns the largest of three numbers", "reverses a list",
+         "converts Celsius to Fahrenheit", "returns True when a battery voltage is below {v} volts",
+         "computes the factorial of n", "removes duplicates from a list", "returns the n-th Fibonacci number",
+         "checks whether a number is prime", "sums the even numbers in a list", "reads a text file and counts its lines",
+         "clamps a value between a minimum and a maximum", "computes the distance between two 2D points",
+         "converts meters per second to kilometers per hour", "merges two dictionaries",
+         "finds the most common word in a sentence", "sorts a list of robot names alphabetically",
+         "returns the median of a list", "checks whether a year is a leap year",
+         "converts an angle from degrees to radians", "flattens a list of lists"]
+LANGS = ["Python", "Python", "Python", "C++", "JavaScript", "Bash"]
+ROS_TOPICS = ["a ROS 2 topic", "a ROS 2 service", "a ROS 2 action", "a launch file", "a ROS 2 node",
+              "a URDF file", "tf2 transforms", "the ROS 2 parameter server", "a lifecycle node", "colcon",
+              "rviz", "a quality of service profile", "rosbag", "the navigation stack", "a message type"]
+PY_TOPICS = ["a list comprehension", "a Python dictionary", "a for loop", "exceptions in Python",
+             "a class in Python", "a lambda function", "recursion", "a Python generator", "f-strings",
+             "virtual environments", "the difference between a list and a tuple", "git branches",
+             "unit tests", "a REST API", "JSON", "a while loop", "type hints in Python"]
+
+
+def code(rng: random.Random) -> str:
+    """Programming and ROS 2 help."""
+    task = rng.choice(TASKS).format(v=rng.choice([11.2, 11.8, 12.0, 23.5, 3.3]))
+    forms = [
+        lambda: f"Write a short {rng.choice(LANGS)} function that {task}.",
+        lambda: f"Write a Python function that {task}.",
+        lambda: f"Explain what {rng.choice(ROS_TOPICS)} is.",
+        lambda: f"How do I create {rng.choice(['a publisher', 'a subscriber', 'a service', 'a timer', 'a node'])} in ROS 2 with Python?",
+        lambda: f"What is {rng.choice(PY_TOPICS)}?",
+        lambda: f"Explain {rng.choice(PY_TOPICS)} with an example.",
+        lambda: f"What does this code do?\n```python\nprint(sum(x * x for x in range({rng.randint(3, 20)})))\n```",
+        lambda: f"How do I {rng.choice(['install a Python package', 'read a CSV file in Python', 'run a Python script', 'check my Python version', 'list files in a folder in Bash', 'make a file executable in Linux', 'see which ROS 2 topics are running'])}?",
+        lambda: f"Fix this Python code: `for i in range({rng.randint(3, 9)}) print(i)`",
+        lambda: f"Write a {rng.choice(LANGS)} loop that prints the numbers from 1 to {rng.randint(5, 20)}.",
+        lambda: f"What is the difference between {rng.choice(['a topic and a service', 'a list and a set', 'git pull and git fetch', 'an int and a float', 'TCP and UDP', 'a process and a thread'])}?",
+    ]
+    return rng.choice(forms)()
+
+
+UNITS = [("miles", "kilometers"), ("kilometers", "miles"), ("pounds", "kilograms"), ("kilograms", "pounds"),
+         ("inches", "centimeters"), ("feet", "meters"), ("liters", "gallons"), ("Celsius", "Fahrenheit"),
+         ("Fahrenheit", "Celsius"), ("hours", "minutes"), ("minutes", "seconds"), ("meters", "feet"),
+         ("cups", "milliliters"), ("ounces", "grams"), ("km/h", "m/s")]
+
+
+def math(rng: random.Random) -> str:
+    """Arithmetic, percentages and unit conversions."""
+    a, b = rng.randint(2, 99), rng.randint(2, 99)
+    src, dst = rng.choice(UNITS)
+    forms = [
+        lambda: f"What is {a} times {b}?",
+        lambda: f"What is {a * rng.randint(2, 9)} divided by {rng.randint(2, 9)}?",
+        lambda: f"What is {a} plus {b * 10}?",
+        lambda: f"What is {a * 10} minus {b}?",
+        lambda: f"Convert {rng.randint(1, 120)} {src} to {dst}.",
+        lambda: f"How many {dst} are in {rng.choice([1, 2, 3, 5, 10, 2.5, 0.5])} {src}?",
+        lambda: f"What is {rng.choice([5, 10, 15, 20, 25, 50, 75])}% of {rng.randint(2, 100) * 10}?",
+        lambda: f"What is the square root of {rng.choice([16, 25, 36, 49, 64, 81, 100, 144, 169, 225])}?",
+        lambda: f"What is {a} squared?",
+        lambda: f"If a robot moves at {rng.randint(1, 5)} meters per second, how far does it go in {rng.randint(2, 60)} seconds?",
+        lambda: f"I have {a} apples and give away {min(a - 1, b)}. How many are left?",
+        lambda: f"Solve for x: {rng.randint(2, 9)}x + {a} = {a + rng.randint(2, 9) * rng.randint(1, 12)}.",
+        lambda: f"What is the area of a rectangle that is {rng.randint(2, 20)} meters by {rng.randint(2, 20)} meters?",
+        lambda: f"A battery has {rng.choice([2000, 3000, 5000, 10000])} mAh and the robot uses {rng.choice([250, 500, 1000])} mA. How many hours does it last?",
+        lambda: f"Round {rng.uniform(1, 100):.3f} to one decimal place.",
+        lambda: f"What is {a}/{b} as a decimal?",
+    ]
+    return rng.choice(forms)()
+
+
+CHORES = ["descale a kettle", "clean the oven", "unclog a sink", "remove a red wine stain", "iron a shirt",
+          "clean a window without streaks", "defrost a freezer", "wash a wool sweater", "clean a cast iron pan",
+          "get rid of fruit flies", "sharpen a kitchen knife", "hang a picture on the wall", "change a light bulb",
+          "reset a tripped circuit breaker", "clean the filter of a vacuum cleaner", "store fresh herbs",
+          "fold a fitted sheet", "remove limescale from a shower head", "clean a microwave", "boil an egg",
+          "make a cup of tea", "water a cactus", "keep bread fresh", "clean a laptop keyboard",
+          "remove rust from a bike chain", "clean grout between tiles", "get rid of a bad smell in the fridge",
+          "cook rice on the stove", "clean a stainless steel sink", "repot a plant", "fix a squeaky door",
+          "clean a yoga mat", "wash a pillow", "remove chewing gum from clothes", "clean a coffee machine",
+          "bleed a radiator", "patch a small hole in a wall", "clean a mattress", "polish wooden furniture"]
+HAZARDS = ["leave a candle burning when I leave the room", "mix bleach and vinegar", "use a ladder alone",
+           "put metal in the microwave", "charge my phone overnight", "leave the stove on low while I go out",
+           "use an extension cord for a heater", "touch a light switch with wet hands",
+           "store cleaning products under the sink", "let the kids play near the stairs",
+           "run the dishwasher at night", "leave a space heater on while sleeping", "eat food after the expiry date"]
+
+
+def howto(rng: random.Random) -> str:
+    """Household how-to and safety."""
+    forms = [
+        lambda: f"How do I {rng.choice(CHORES)}?",
+        lambda: f"What is the best way to {rng.choice(CHORES)}?",
+        lambda: f"Is it safe to {rng.choice(HAZARDS)}?",
+        lambda: f"Give me {rng.randint(3, 5)} tips to {rng.choice(['save energy at home', 'keep the kitchen clean', 'sleep better', 'make the house safe for a toddler', 'prevent mold in the bathroom', 'organize a closet', 'reduce food waste', 'keep the house cool in summer'])}.",
+        lambda: f"My {rng.choice(['smoke alarm', 'fridge', 'dishwasher', 'washing machine', 'wifi router', 'toilet', 'heater'])} {rng.choice(['keeps beeping', 'is making a strange noise', 'stopped working', 'is leaking water', 'smells bad'])}. What should I do?",
+        lambda: f"What should I do if {rng.choice(['someone burns their hand', 'the power goes out', 'I smell gas', 'a pipe bursts', 'someone faints', 'the kitchen fills with smoke', 'a child swallows a small object'])}?",
+        lambda: f"How often should I {rng.choice(['change the bed sheets', 'clean the fridge', 'replace a toothbrush', 'test the smoke alarm', 'water houseplants', 'clean the bathroom', 'defrost the freezer'])}?",
+        lambda: f"What do I need to {rng.choice(['bake bread', 'paint a room', 'plant tomatoes', 'set up a home office', 'build a bookshelf', 'pack for a weekend trip'])}?",
+    ]
+    return rng.choice(forms)()
+
+
+COUNTRIES = ["France", "Japan", "Peru", "Canada", "Kenya", "Italy", "Australia", "Norway", "Brazil", "Egypt",
+             "India", "Mexico", "Spain", "Germany", "Chile", "Vietnam", "Portugal", "Greece", "Sweden",
+             "Argentina", "Thailand", "Morocco", "Ireland", "Poland", "Turkey", "Nigeria", "Finland", "Cuba"]
+THINGS = ["the sun", "the moon", "rain", "a rainbow", "thunder", "the ocean", "a volcano", "an eclipse",
+          "gravity", "electricity", "a computer", "the internet", "a battery", "a magnet", "photosynthesis",
+          "a fridge", "a microwave", "a bicycle", "an airplane", "a rocket", "wifi", "a camera", "the heart",
+          "a compass", "a solar panel", "GPS", "a thermometer", "a vaccine", "a lightning rod"]
+
+
+def chat(rng: random.Random) -> str:
+    """Small talk and general knowledge."""
+    forms = [
+        lambda: f"Tell me a joke about {rng.choice(['robots', 'cats', 'computers', 'cooking', 'the weather', 'school', 'dogs'])}.",
+        lambda: rng.choice(["How are you today?", "What is your name?", "Do you like music?", "What do you do for fun?",
+                            "Are you happy?", "Do you ever get tired?", "What is your favorite color?",
+                            "Good morning! How did you sleep?", "Can you sing a song?", "Do you have friends?",
+                            "What do you think about humans?", "Thank you for your help today!",
+                            "I am bored. What should I do?", "I had a long day at work."]),
+        lambda: f"What is the capital of {rng.choice(COUNTRIES)}?",
+        lambda: f"Why is {rng.choice(['the sky blue', 'the sea salty', 'grass green', 'ice slippery', 'the sun hot'])}?",
+        lambda: f"How does {rng.choice(THINGS)} work?",
+        lambda: f"Tell me a fun fact about {rng.choice(['octopuses', 'space', 'bees', 'penguins', 'the ocean', 'dinosaurs', 'honey', 'elephants', 'the human brain'])}.",
+        lambda: f"Can you recommend a {rng.choice(['book', 'movie', 'game for kids', 'board game', 'podcast', 'hobby', 'recipe for dinner'])}?",
+        lambda: f"Write a short poem about {rng.choice(['the rain', 'a cat', 'the morning', 'friendship', 'a robot', 'autumn', 'the sea'])}.",
+        lambda: f"Who was {rng.choice(['Albert Einstein', 'Marie Curie', 'Isaac Newton', 'Ada Lovelace', 'Leonardo da Vinci', 'Alan Turing', 'Nikola Tesla'])}?",
+        lambda: f"What language do people speak in {rng.choice(COUNTRIES)}?",
+        lambda: f"What is your opinion on {rng.choice(['pizza', 'winter', 'cats and dogs', 'video games', 'coffee', 'early mornings'])}?",
+    ]
+    return rng.choice(forms)()
+
+
+DOMAINS: dict[str, Callable[[random.Random], str]] = {
+    "commands": commands, "code": code, "math": math, "howto": howto, "chat": chat}
+"""In this order: ``commands`` first, the robot's main task (the benchmark's home domain)."""
+
+
+OPENERS = ["", "", "", "", "Quick question: ", "Hey, ", "I was wondering, ", "Robot, "]
+"""People open a question in a few ways; the smaller grammars reach a few hundred questions with them."""
+
+
+def questions(domain: str, count: int, seed: int = 0) -> list[str]:
+    """``count`` distinct questions of ``domain`` (fewer if its grammar runs out), deterministic."""
+    rng = random.Random(f"{domain}:{seed}")
+    out: dict[str, None] = {}
+    for _ in range(count * 50):
+        if len(out) >= count:
+            break
+        text = _cap(DOMAINS[domain](rng).strip())
+        if domain != "commands":
+            opener = rng.choice(OPENERS)
+            text = opener + (text[:1].lower() + text[1:] if opener else text)
+        out[text] = None
+    return list(out)
