@@ -10,7 +10,7 @@ PARAMS ?= config/memspec.yaml
 CATALOGUE ?=
 BENCH_MODELS := $(if $(CATALOGUE),--catalogue $(CATALOGUE))
 
-.PHONY: setup demo test lint node bench bench-quick soak zoo clean help
+.PHONY: setup demo test lint node bench bench-quick soak zoo smollm2 llama-cpp clean help
 
 help:
 	@echo "make demo        set up, start the node with the bundled models, run a dialogue through it"
@@ -21,6 +21,9 @@ help:
 	@echo "make soak        node soak: SOAK_MINUTES (30) of back-to-back goals, then 20 lifecycle cycles; flat RSS"
 	@echo "make zoo         rebuild the model zoo from offline corpora: the target (training/), then its drafts and"
 	@echo "                 predictor with memspec_build, as for your own models (hours; the zoo is committed)"
+	@echo "make smollm2     rebuild the default model set's drafts and predictor: the target's own answers to robot"
+	@echo "                 users' questions (training/smollm2), then memspec_build (about 2 hours; committed)"
+	@echo "make llama-cpp   install the optional llama.cpp peer of the benchmark (builds from source, ~15 min)"
 
 setup:
 	@bash scripts/setup.sh
@@ -61,6 +64,23 @@ zoo: setup
 		$(foreach s,$(ZOO_DRAFT_SHAPES),--draft-shape $(s))
 	@$(ENV) memspec_build predictor --out models/zoo
 	@$(ENV) memspec_build evaluate --out models/zoo
+
+# The default model set: SmolLM2-135M-Instruct (fetched by setup) answers robot users' questions in
+# five domains (its answers are the corpora), then the drafts, predictor and evaluation by memspec_build.
+SMOLLM2_CORPORA := .cache/smollm2/corpora
+SMOLLM2_DRAFTS := --draft-vocab 8192 --time-budget-s 3600 --specialists-from scratch --general-share 0.5 \
+	--draft-shape 320x2 --draft-shape general=160x2 --save-dtype bfloat16
+
+smollm2: setup
+	@$(ENV) python -m training.smollm2.answers --target models/smollm2/target --out $(SMOLLM2_CORPORA)
+	@$(ENV) memspec_build drafts --target models/smollm2/target --corpora $(SMOLLM2_CORPORA) --out models/smollm2 \
+		$(SMOLLM2_DRAFTS)
+	@$(ENV) memspec_build predictor --out models/smollm2
+	@$(ENV) memspec_build evaluate --out models/smollm2
+
+# llama-cpp-python has no binary wheel for every platform: pip builds it (cmake, a C++ compiler).
+llama-cpp: setup
+	@$(ENV) CMAKE_BUILD_PARALLEL_LEVEL=2 nice -n 19 pip install --disable-pip-version-check llama-cpp-python==0.3.36
 
 clean:
 	rm -rf build install log .pytest_cache .ruff_cache

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from memspec_ros import knobs
 
-from .inputs import BUNDLED_CATALOGUE, REPO, default_prompts, display_path, is_bundled
+from .inputs import BUNDLED_CATALOGUE, REPO, bundled_set, default_prompts, display_path, is_bundled
 
 __all__ = ["REPO", "BenchConfig"]
 
@@ -56,6 +56,12 @@ class BenchConfig:
     threads: int = 0
     """torch intra-op threads for decoding; 0 = auto, the node's default (``num_threads: 0``): the
     count :func:`memspec_ros.runtime.thread_choice.choose_threads` picks on this machine."""
+    dtype: str = "auto"
+    """The models' compute dtype; ``auto``, the node's default: the faster of float32 and bfloat16 on
+    this machine (:func:`memspec_ros.core.dtype_choice.choose_dtype`). Output is lossless relative to it."""
+    cpu_neighbours: int = 0
+    """CPU-bound processes running beside the whole run (``--cpu-neighbours``: a robot computer's other
+    nodes); 0: none."""
     beside_threads: tuple[int, ...] | None = None
     """Thread counts whose experiment 1 (real runs and simulation) is reported beside the headline's;
     ``None``: every other count the node's auto setting would consider on this machine; empty: none."""
@@ -81,6 +87,8 @@ class BenchConfig:
         knobs.CHECK_INTERVAL.check(self.check_interval)
         knobs.BUDGET_DRAFTS.check(self.budget_drafts)
         knobs.NUM_THREADS.check(self.threads)
+        if self.cpu_neighbours < 0:
+            raise ValueError(f"cpu_neighbours must be 0 or more, got {self.cpu_neighbours}")
         for threads in self.beside_threads or ():
             knobs.NUM_THREADS.check(threads)
             if threads == 0:
@@ -108,8 +116,13 @@ class BenchConfig:
 
     @property
     def bundled(self) -> bool:
-        """Whether the run measures the bundled zoo."""
+        """Whether the run measures the default model set (no --catalogue needed to reproduce it)."""
         return is_bundled(self.catalogue)
+
+    @property
+    def bundled_set(self) -> str | None:
+        """The bundled model set measured (its own targets apply), or None for a user's catalogue."""
+        return bundled_set(self.catalogue)
 
     def replace(self, **changes: object) -> BenchConfig:
         """A copy with some knobs changed."""
@@ -124,7 +137,8 @@ class BenchConfig:
             parts.append("--quick")
         for name, flag in (("sessions", "--sessions"), ("turns", "--turns"), ("max_new_tokens", "--max-new-tokens"),
                            ("budget_drafts", "--budget"), ("load_round_ratio", "--ratio"), ("k", "--k"),
-                           ("check_interval", "--check-interval"), ("threads", "--threads"), ("seed", "--seed")):
+                           ("check_interval", "--check-interval"), ("threads", "--threads"), ("seed", "--seed"),
+                           ("dtype", "--dtype"), ("cpu_neighbours", "--cpu-neighbours")):
             if getattr(self, name) != getattr(defaults, name):
                 parts.append(f"{flag} {getattr(self, name)}")
         if self.beside_threads != defaults.beside_threads:

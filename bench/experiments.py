@@ -23,10 +23,11 @@ from typing import Any, TypeVar
 from memspec_ros.runtime import ADAPTIVE_BASELINES, Budget, CostModel, RuntimeConfig
 from memspec_ros.runtime.policies.oracle import DEFAULT_SEGMENT_ROUNDS, OraclePolicy
 
+from . import llama_cpp_peer
 from .calibration import Calibration
 from .config import BenchConfig
 from .drift import Drift, compute_drift, other_factor, verification_speed
-from .hf_assisted import best_single_draft, run_hf_assisted, warm_up_hf
+from .hf_assisted import best_single_draft, run_hf_assisted, run_hf_prompt_lookup, warm_up_hf
 from .measures import PolicySummary, RunMeasure, summarize
 from .policy_factory import PolicyFactory
 from .progress import Progress
@@ -41,6 +42,7 @@ from .workloads import Workload
 TARGET_ONLY = "target-only"
 HF_ASSISTED = "hf-assisted"
 HF_ASSISTED_HEURISTIC = "hf-assisted-heuristic"
+HF_PROMPT_LOOKUP = "hf-prompt-lookup"
 ABLATION = ("memspec", "memspec-predict-only", "memspec-manage-only")
 
 
@@ -77,6 +79,8 @@ class Headline:
     timelines: dict[str, dict[str, object]]
     """Residency timelines of one session (the one with most topic shifts), per policy."""
     hf_draft: str
+    llama_cpp: dict[str, object] = field(default_factory=dict)
+    """Whether llama.cpp ran (``installed``, ``version``, ``gguf``) or why not (``note``)."""
     simulated_at_probe_speed: dict[str, list[RunMeasure]] = field(default_factory=dict)
     """The same simulation with each run at its session block's probe speed instead of its own
     verifications' (:mod:`bench.drift`): reported beside the validation, not used elsewhere."""
@@ -104,8 +108,12 @@ def run_headline(bench: Bench, label: str = "") -> Headline:
     cfg, tb = bench.cfg, bench.testbed
     sessions, traces = bench.workload.sessions, bench.traces
     hf_draft = best_single_draft(traces, tb.catalogue.names, bench.calibration.cost, cfg.k)
-    configs = [*bench.policies, TARGET_ONLY, HF_ASSISTED, HF_ASSISTED_HEURISTIC]
+    llama, llama_info = _llama_cpp_peers(bench)
+    configs = [*bench.policies, TARGET_ONLY, HF_ASSISTED, HF_ASSISTED_HEURISTIC, HF_PROMPT_LOOKUP, *llama]
     real: dict[str, list[RunMeasure]] = {c: [] for c in configs}
+    eos = set(tb.engine.eos_token_ids)
+    for peer in llama.values():
+        peer.warm_up(traces[0].turns[0].prompt_ids, eos)
     timeline_session = max(range(len(sessions)), key=lambda i: (len(sessions[i].topic_shifts), -i))
     timelines: dict[str, dict[str, object]] = {}
     config = bench.runtime_config()
@@ -125,6 +133,10 @@ def run_headline(bench: Bench, label: str = "") -> Headline:
                 elif name in (HF_ASSISTED, HF_ASSISTED_HEURISTIC):
                     schedule = "heuristic" if name == HF_ASSISTED_HEURISTIC else "constant"
                     real[name].append(run_hf_assisted(tb, trace, hf_draft, cfg.k, bench.calibration.cost, schedule))
+                elif name == HF_PROMPT_LOOKUP:
+                    real[name].append(run_hf_prompt_lookup(tb, trace, cfg.k))
+                elif name in llama:
+                    real[name].append(llama[name].run(trace, eos))
                 else:
                     measure, reports = run_policy(tb, session, trace, bench.factory, name, bench.budget, config)
                     real[name].append(measure)
@@ -171,8 +183,29 @@ def run_headline(bench: Bench, label: str = "") -> Headline:
                                   for tr, f in zip(traces, own[TARGET_ONLY], strict=True)]
         at_probe[TARGET_ONLY] = [model_target_only(tr, measured_cost.compute_scaled(f))
                                  for tr, f in zip(traces, speeds, strict=True)]
-    return Headline(real=real, simulated=simulated, timelines=timelines, hf_draft=hf_draft,
+    return Headline(real=real, simulated=simulated, timelines=timelines, hf_draft=hf_draft, llama_cpp=llama_info,
                     simulated_at_probe_speed=at_probe)
+
+
+def _llama_cpp_peers(bench: Bench) -> tuple[dict[str, llama_cpp_peer.LlamaCppPeer], dict[str, object]]:
+    """llama.cpp on the model set's original GGUF, plain and with prompt lookup, if it can run here."""
+    from memspec_ros.builder.packaged_target import default_wheel_cache, packaged_gguf
+
+    from .config import REPO
+
+    if not llama_cpp_peer.installed():
+        return {}, {"installed": False, "note": f"not installed ({llama_cpp_peer.INSTALL_HINT})"}
+    root = bench.testbed.catalogue_file.parent
+    gguf = packaged_gguf(root, [REPO / ".cache" / "wheels", default_wheel_cache()], REPO / ".cache" / "gguf")
+    if gguf is None:
+        return {}, {"installed": True, "version": llama_cpp_peer.version(),
+                    "note": "not run: this model set has no GGUF target (target.source.yaml) or its wheel is not "
+                            "cached (make setup caches it)"}
+    threads = bench.testbed.threads
+    peers = {p.name: p for p in (llama_cpp_peer.LlamaCppPeer(gguf, threads),
+                                 llama_cpp_peer.LlamaCppPeer(gguf, threads, prompt_lookup_tokens=bench.cfg.k))}
+    return peers, {"installed": True, "version": llama_cpp_peer.version(), "gguf": gguf.name, "threads": threads,
+                   "prompt_lookup_tokens": bench.cfg.k}
 
 
 def _cost_at(drift: Drift | None, speed: float, measured: CostModel) -> CostModel:

@@ -1,4 +1,5 @@
-"""The external peer: transformers' assisted generation with the best single draft.
+"""The external peers: transformers' assisted generation with the best single draft, and its
+prompt-lookup decoding.
 
 ``model.generate(assistant_model=draft)`` is what a user of transformers gets out of the box.
 It takes one assistant for the whole conversation, so it is given the draft that is best for
@@ -12,6 +13,9 @@ constant 20 tokens cut short by the assistant's confidence, not run here). Both:
 between calls, so each turn re-encodes the dialogue so far (measured: passing the previous
 turn's cache back in together with an assistant gave wrong tokens in transformers 5.x, so it
 is not used).
+
+``hf-prompt-lookup`` is ``generate(prompt_lookup_num_tokens=k)``: n-gram proposals from the
+context itself (no draft model), transformers' answer for repetitive text.
 
 The assistant's settings come from ``bench/engine_bench.py``'s ``assistant_config`` (the engine
 benchmark's HF comparison uses the same); the timed ``generate`` call is kept here because it is
@@ -80,17 +84,35 @@ def best_single_draft(traces: Sequence[DialogueTraces], drafts: Sequence[str], c
     return max(drafts, key=rate)
 
 
-def assisted_generate(testbed: Testbed, ids: list[int], max_new_tokens: int, assistant: torch.nn.Module
-                      ) -> tuple[list[int], float]:
-    """One greedy ``generate(assistant_model=...)`` call: new tokens and wall seconds."""
+def assisted_generate(testbed: Testbed, ids: list[int], max_new_tokens: int, assistant: torch.nn.Module | None = None,
+                      **speculation: int) -> tuple[list[int], float]:
+    """One greedy ``generate`` call with ``assistant_model`` (or ``speculation`` keywords such as
+    ``prompt_lookup_num_tokens``): new tokens and wall seconds."""
     eos = sorted(testbed.engine.eos_token_ids)
-    config = GenerationConfig(do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos, pad_token_id=eos[0])
+    config = GenerationConfig(do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos, pad_token_id=eos[0],
+                              **speculation)
     input_ids = torch.tensor([ids])
     start = time.perf_counter()
     with torch.inference_mode():
         out = testbed.engine.target.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
                                              generation_config=config, assistant_model=assistant)
     return out[0, len(ids):].tolist(), time.perf_counter() - start
+
+
+def _over_conversations(trace: DialogueTraces, generate) -> tuple[float, int, bool]:
+    """``generate(context, max_new_tokens) -> (tokens, seconds)`` for every turn, each conversation's
+    context rebuilt from the trace as a stateless client would send it; (seconds, tokens, identical)."""
+    wall, tokens, identical = 0.0, 0, True
+    for conv in trace.conversations:
+        context: list[int] = []
+        for turn in conv.turns:
+            context = context[:len(context) - turn.rewind] + turn.prompt_ids
+            out, seconds = generate(context, turn.max_new_tokens)
+            wall += seconds
+            tokens += len(out)
+            identical &= out == turn.output_ids
+            context += turn.output_ids
+    return wall, tokens, identical
 
 
 def run_hf_assisted(testbed: Testbed, trace: DialogueTraces, draft: str, k: int, cost: CostModel,
@@ -104,25 +126,24 @@ def run_hf_assisted(testbed: Testbed, trace: DialogueTraces, draft: str, k: int,
     assistant = testbed.assistant(draft)
     saved = assistant.generation_config
     assistant.generation_config = assistant_config(saved, k, schedule)
-    wall = 0.0
-    identical = True
-    tokens = 0
     try:
-        for conv in trace.conversations:
-            context: list[int] = []
-            for turn in conv.turns:
-                context = context[:len(context) - turn.rewind] + turn.prompt_ids
-                out, seconds = assisted_generate(testbed, context, turn.max_new_tokens, assistant)
-                wall += seconds
-                tokens += len(out)
-                identical &= out == turn.output_ids
-                context += turn.output_ids
+        wall, tokens, identical = _over_conversations(
+            trace, lambda ids, n: assisted_generate(testbed, ids, n, assistant))
     finally:
         assistant.generation_config = saved
     rounds = single_draft_rounds(trace, draft, cost, k, schedule)
     return RunMeasure(session=trace.name, tokens=tokens, wall_s=wall, rounds=rounds.rounds, proposed=rounds.proposed,
                       accepted=rounds.accepted, peak_memory_bytes=testbed.catalogue.get(draft).size_bytes,
                       outputs_identical=identical)
+
+
+def run_hf_prompt_lookup(testbed: Testbed, trace: DialogueTraces, tokens: int) -> RunMeasure:
+    """transformers' prompt-lookup decoding (``prompt_lookup_num_tokens``): n-gram proposals copied
+    from the context, no draft model, verified by the target as usual (greedy: lossless). Rounds
+    are not reported by ``generate``; the time and the output are measured."""
+    wall, total, identical = _over_conversations(
+        trace, lambda ids, n: assisted_generate(testbed, ids, n, prompt_lookup_num_tokens=tokens))
+    return RunMeasure(session=trace.name, tokens=total, wall_s=wall, outputs_identical=identical)
 
 
 def warm_up_hf(testbed: Testbed, trace: DialogueTraces, draft: str, k: int) -> None:

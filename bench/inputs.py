@@ -4,7 +4,8 @@ The benchmark is for a user's own model set on their own device as much as for t
 zoo, so both come from options (``--catalogue``, ``--prompts``) rather than from fixed paths:
 
 * the **catalogue** is the file the node serves (``docs/catalogue.md``), or a folder holding
-  ``catalogue.yaml``; default: the bundled zoo, ``models/zoo/catalogue.yaml``;
+  ``catalogue.yaml``; default: the default model set, ``models/smollm2/catalogue.yaml``
+  (SmolLM2-135M-Instruct with its drafts); ``models/zoo`` is the 17 M fixture;
 * the **prompts** are ``{"domain", "prompt"}`` rows cut from held-out documents. Default:
   ``<catalogue folder>/heldout/prompts.jsonl`` (``memspec_build drafts`` writes it, from text
   no draft or predictor was trained on; the bundled zoo is built the same way). A catalogue
@@ -20,7 +21,10 @@ from pathlib import Path
 from memspec_ros.runtime.catalogue_file import catalogue_path
 
 REPO = Path(__file__).resolve().parent.parent
-BUNDLED_CATALOGUE = REPO / "models" / "zoo" / "catalogue.yaml"
+BUNDLED_CATALOGUE = REPO / "models" / "smollm2" / "catalogue.yaml"
+"""The default model set (what the node serves by default)."""
+ZOO_CATALOGUE = REPO / "models" / "zoo" / "catalogue.yaml"
+BUNDLED_SETS = {"smollm2": BUNDLED_CATALOGUE, "zoo": ZOO_CATALOGUE}
 HELDOUT_PROMPTS = Path("heldout") / "prompts.jsonl"
 """Where ``memspec_build`` puts the evaluation prompts, relative to the catalogue's folder."""
 
@@ -30,8 +34,14 @@ def catalogue_file(path: Path | str) -> Path:
     return catalogue_path(path).resolve()
 
 
+def bundled_set(catalogue: Path | str) -> str | None:
+    """The name of the bundled model set ``catalogue`` is (``smollm2``, ``zoo``), or None for a user's."""
+    path = catalogue_file(catalogue)
+    return next((name for name, file in BUNDLED_SETS.items() if path == file.resolve()), None)
+
+
 def is_bundled(catalogue: Path | str) -> bool:
-    """Whether ``catalogue`` is the bundled zoo (the reproduce command and the report say so)."""
+    """Whether ``catalogue`` is the default model set (the reproduce command needs no --catalogue)."""
     return catalogue_file(catalogue) == BUNDLED_CATALOGUE.resolve()
 
 

@@ -40,6 +40,13 @@ class RunMeasure:
     predictor_fraction: float | None = None
     target_only_rounds: int = 0
     """Rounds run without a draft (nothing useful resident, or the policy judged the target faster)."""
+    agreement: float | None = None
+    """For a peer that runs the model with other weights or kernels (llama.cpp on the GGUF): the share
+    of the target's output tokens it reproduced, each turn up to its first difference."""
+    guard_fallbacks: int = 0
+    """Times the policy's do-no-harm guard fell back to target-only decoding in this run."""
+    guard_fallback_rounds: int = 0
+    """Rounds the guard ran target-only in fallback."""
 
     @property
     def tokens_per_s(self) -> float:
@@ -85,6 +92,11 @@ class PolicySummary:
     load_round_ratio: float | None = None
     predictor_fraction: float | None = None
     target_only_round_fraction: float | None = None
+    output_agreement: float | None = None
+    """Token-weighted :attr:`RunMeasure.agreement` (peers that cannot be token-exact)."""
+    guard_fallbacks: int = 0
+    guard_fallback_round_fraction: float | None = None
+    """Share of the rounds the do-no-harm guard ran target-only in fallback (policies with a guard)."""
 
     def as_dict(self) -> dict[str, object]:
         """JSON-friendly."""
@@ -116,4 +128,13 @@ def summarize(runs: Sequence[RunMeasure]) -> PolicySummary:
         time_breakdown_s=breakdown, outputs_identical=all(checked) if checked else None,
         load_round_ratio=statistics.fmean(ratios) if ratios else None,
         predictor_fraction=max(fractions) if fractions else None,
-        target_only_round_fraction=sum(r.target_only_rounds for r in runs) / rounds if rounds and proposed else None)
+        target_only_round_fraction=sum(r.target_only_rounds for r in runs) / rounds if rounds and proposed else None,
+        output_agreement=_agreement(runs), guard_fallbacks=sum(r.guard_fallbacks for r in runs),
+        guard_fallback_round_fraction=sum(r.guard_fallback_rounds for r in runs) / rounds
+        if rounds and any(r.guard_fallbacks for r in runs) else None)
+
+
+def _agreement(runs: Sequence[RunMeasure]) -> float | None:
+    weighted = [(r.agreement, r.tokens) for r in runs if r.agreement is not None]
+    total = sum(t for _, t in weighted)
+    return sum(a * t for a, t in weighted) / total if total else None

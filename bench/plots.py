@@ -29,12 +29,14 @@ COLORS: dict[str, str] = {
     "ucb-resident": "#8d99ae",
     "memspec": "#1d4ed8", "memspec-predict-only": "#60a5fa", "memspec-manage-only": "#93c5fd",
     "oracle": "#2a9d8f", "target-only": "#264653", "hf-assisted": "#7b2cbf",
-    "hf-assisted-heuristic": "#c77dff",
+    "hf-assisted-heuristic": "#c77dff", "hf-prompt-lookup": "#e0aaff", "llama-cpp": "#6b705c",
+    "llama-cpp-prompt-lookup": "#a5a58d",
 }
 LOADING_EDGE = "#4b5563"
 STALL_COLOR = "#111827"
 ORDER = ("static", "reactive", "ucb", "exp3", "hedge", "ucb-resident", "memspec-predict-only", "memspec-manage-only",
-         "memspec", "oracle", "target-only", "hf-assisted", "hf-assisted-heuristic")
+         "memspec", "oracle", "target-only", "hf-assisted", "hf-assisted-heuristic", "hf-prompt-lookup", "llama-cpp",
+         "llama-cpp-prompt-lookup")
 
 Results = Mapping[str, Any]
 

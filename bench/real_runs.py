@@ -65,12 +65,15 @@ def run_policy(testbed: Testbed, session: ScriptedDialogue, traces: DialogueTrac
         runtime.warm_up()
         reports = serve_session(runtime, session, cursor)
         stats = runtime.statistics()
+        guard = runtime.policy.guard_status()
     finally:
         runtime.close()
     identical = [r.output_ids for r in reports] == [t.output_ids for t in traces.turns]
     measure = measure_reports(session.name, reports, peak_memory_bytes=peak[0],
                               outputs_identical=identical, load_round_ratio=stats.load_round_ratio,
                               predictor_fraction=stats.predictor_fraction)
+    if guard is not None:
+        measure.guard_fallbacks, measure.guard_fallback_rounds = guard.fallbacks, guard.fallback_rounds
     return measure, reports
 
 

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from .split import TrainingPrompts
 
 SCHEMA = "memspec-bench/1"
-PEERS = ("target-only", "hf-assisted", "hf-assisted-heuristic")
+PEERS = ("target-only", "hf-assisted", "hf-assisted-heuristic", "hf-prompt-lookup")
+"""Peers every run measures (llama.cpp's two configurations run only where it is installed)."""
 REQUIRED_CONFIGS: tuple[str, ...] = (*POLICY_NAMES, *PEERS)
 """Every configuration the ``policies`` section must list."""
 POLICY_FIELDS = ("tokens_per_s", "acceptance_rate", "stall_s", "mean_accepted_length", "switches", "loads",
@@ -97,7 +98,7 @@ def environment() -> dict[str, object]:
 def catalogue_entry(bench: Bench) -> dict[str, object]:
     """Which model set and which prompts this run measured (``config.catalogue``)."""
     cfg = bench.cfg
-    return {"path": display_path(bench.testbed.catalogue_file), "bundled": cfg.bundled,
+    return {"path": display_path(bench.testbed.catalogue_file), "bundled": cfg.bundled, "model_set": cfg.bundled_set,
             "prompts": display_path(cfg.prompts_file), "home_domain": bench.workload.home_domain,
             "domains": {s.name: s.domain for s in bench.testbed.catalogue}}
 
@@ -127,7 +128,8 @@ def assemble_results(bench: Bench, headline: Headline, experiments: Mapping[str,
     targets = check_targets(headline.summaries, best,
                             RunFacts(hf_draft=headline.hf_draft, reencoded_tokens=sum(t for t, _ in reenc),
                                      reencode_s=sum(s for _, s in reenc),
-                                     memspec_draftless_all_resident=_all_resident_draftless(experiments)))
+                                     memspec_draftless_all_resident=_all_resident_draftless(experiments)),
+                            model_set=cfg.bundled_set)
     run_ratios = [s.load_round_ratio for n, s in headline.summaries.items()
                   if n in bench.policies and s.load_round_ratio is not None]
     config: dict[str, object] = {
@@ -150,6 +152,9 @@ def assemble_results(bench: Bench, headline: Headline, experiments: Mapping[str,
         "hf_assisted": {"draft": headline.hf_draft, "num_assistant_tokens": cfg.k, "schedule": "constant",
                         "heuristic_variant": "hf-assisted-heuristic: schedule 'heuristic' from k (+2/-1 per round)",
                         "chosen_by": "highest modelled tokens/s over the sessions' exact traces (hindsight)"},
+        "hf_prompt_lookup": {"prompt_lookup_num_tokens": cfg.k},
+        "llama_cpp": headline.llama_cpp,
+        "dtype": bench.testbed.dtype_name, "dtype_chosen_by": bench.testbed.dtype_note,
         "policies_run": list(bench.policies), "best_adaptive_baseline": best,
         "workload": bench.workload.describe(),
         "split": {"method": "corpora split by document (95/5, fixed seed), then held-out prompts whose exact text "

@@ -35,7 +35,11 @@ def simulate(catalogue: Catalogue, budget: Budget, factory: PolicyFactory, name:
         reports += sim.run(trace).reports
     if keep_reports is not None:
         keep_reports.extend(reports)
-    return measure_reports(traces.name, reports, peak_memory_bytes=peak[0])
+    measure = measure_reports(traces.name, reports, peak_memory_bytes=peak[0])
+    guard = sim.policy.guard_status()
+    if guard is not None:
+        measure.guard_fallbacks, measure.guard_fallback_rounds = guard.fallbacks, guard.fallback_rounds
+    return measure
 
 
 def model_target_only(traces: DialogueTraces, cost: CostModel) -> RunMeasure:

@@ -39,6 +39,10 @@ class Testbed:
     """Hash of the target's and drafts' weights: cached traces are only valid for it."""
     threads: int
     """torch intra-op threads the headline decodes with."""
+    dtype_name: str = "float32"
+    """The compute dtype of every model (output is lossless relative to the target in it)."""
+    dtype_note: str = "--dtype"
+    """How it was chosen (``auto``: the node's measurement, with its figures)."""
     _assistants: dict[str, torch.nn.Module] = field(default_factory=dict, repr=False)
 
     def assistant(self, name: str) -> torch.nn.Module:
@@ -62,10 +66,13 @@ class Testbed:
         return sum(p.stat().st_size for p in weight_files(self.target_path))
 
 
-def load_testbed(catalogue: Path, threads: int | None) -> Testbed:
+def load_testbed(catalogue: Path, threads: int | None, dtype: str = "float32") -> Testbed:
     """Load a catalogue's target and drafts (a file or its folder), with ``threads`` torch threads for decoding.
 
-    ``None`` leaves torch's count (the caller may then choose one by measurement and set ``threads``)."""
+    ``None`` leaves torch's count (the caller may then choose one by measurement and set ``threads``).
+    ``dtype`` ``auto`` chooses as the node's ``dtype: auto`` does."""
+    from memspec_ros.core.dtype_choice import choose_dtype
+
     configure_threads(threads)
     try:
         models = load_catalogue_file(catalogue)
@@ -73,15 +80,21 @@ def load_testbed(catalogue: Path, threads: int | None) -> Testbed:
         raise SystemExit(str(exc)) from None
     if models.predictor is None:
         raise SystemExit(f"{models.source} names no predictor; the benchmark runs the memspec policies, which need one")
-    catalogue = Catalogue.from_file(models)
     tokenizer = load_tokenizer(models.target)
-    engine = SpeculativeEngine(load_causal_lm(models.target), tokenizer)
-    materialize = make_materializer(catalogue)
+    target = load_causal_lm(models.target, dtype=torch.float32 if dtype == "auto" else getattr(torch, dtype))
+    note = f"--dtype {dtype}"
+    if dtype == "auto":
+        target, choice = choose_dtype(target)
+        dtype, note = choice.name, f"auto (the node's default): {choice.describe()}"
+    engine = SpeculativeEngine(target, tokenizer)
+    catalogue = Catalogue.from_file(models, dtype=getattr(torch, dtype))  # footprints in the compute dtype
+    materialize = make_materializer(catalogue, dtype=getattr(torch, dtype))
     proposers = {s.name: materialize(s, [p.read_bytes() for p in s.weight_files]) for s in catalogue}
     fingerprint = zoo_fingerprint([models.target, *(s.path for s in catalogue)])
     return Testbed(catalogue_file=models.source, target_path=models.target, engine=engine, catalogue=catalogue,
                    proposers=proposers, materialize=materialize, predictor_path=models.predictor,
-                   fingerprint=fingerprint, threads=threads or torch.get_num_threads())
+                   fingerprint=fingerprint, threads=threads or torch.get_num_threads(), dtype_name=dtype,
+                   dtype_note=note)
 
 
 def _full_vocabulary(model: torch.nn.Module, token_map: TokenMap) -> torch.nn.Module:

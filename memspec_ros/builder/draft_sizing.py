@@ -65,6 +65,9 @@ class SizingResult:
     """The spread exceeded :data:`UNSTABLE_SPREAD`: the machine was busy and the choice may be off."""
     load_average: float = 0.0
     """The 1-minute load average when the measurement ended."""
+    threads: int = 0
+    """torch threads the steps were timed at (0: a sizing recorded before this was); the node warns
+    when it decodes at another count, where the draft-to-verification ratio differs."""
 
     @property
     def shape(self) -> Shape:
@@ -141,7 +144,8 @@ def choose_draft_shape(target_model: PreTrainedModel, target: TargetInfo, k: int
     return SizingResult(k=k, target_verify_ms=round(verify, 4), target_step_ms=round(low["step"], 4),
                         measured=measured, chosen=asdict(chosen), draft_step_ms=round(chosen_ms, 4),
                         ratio=round(ratio, 2), ratio_met=ratio >= MIN_RATIO, spread=round(worst, 3),
-                        unstable=worst > UNSTABLE_SPREAD, load_average=round(load_average() or 0.0, 2))
+                        unstable=worst > UNSTABLE_SPREAD, load_average=round(load_average() or 0.0, 2),
+                        threads=torch.get_num_threads())
 
 
 def _quartile(values: list[float]) -> float:

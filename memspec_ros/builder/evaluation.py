@@ -132,8 +132,10 @@ class EvaluationSettings:
 
 def run_evaluate(out: Path, settings: EvaluationSettings, *, force: bool = False) -> dict[str, object]:
     """Measure the catalogue in ``out``; write ``reports/evaluation.{json,md}``; return the report."""
+    from memspec_ros.builder.machine_load import warn_if_busy
     from memspec_ros.runtime.catalogue import zoo_fingerprint
 
+    warn_if_busy("evaluate")
     layout = OutputLayout(out)
     built = read_build(layout)
     catalogue = built.catalogue
@@ -234,7 +236,9 @@ def _evaluate(layout: OutputLayout, built: BuildInputs, settings: EvaluationSett
         own = [domain] if domain in built.domains else list(built.domains)
         a, p, r = (sum(rounds[name][d][i] for d in own) for i in range(3))
         speedup = estimated_speedup(a, p, r, draft_ms[name], timing["target_verify_ms"], timing["target_step_ms"])
-        entry: dict[str, object] = {"domain": domain, "acceptance": round(a / p, 4) if p else 0.0,
+        config = drafts[name].config
+        entry: dict[str, object] = {"domain": domain, "shape": f"{config.hidden_size}x{config.num_hidden_layers}",
+                                    "acceptance": round(a / p, 4) if p else 0.0,
                                     "estimated_speedup": round(speedup, 3), "step_ms": round(draft_ms[name], 4)}
         if domain in built.domains:
             others = [matrix[o][domain] for o in drafts if o != name]
@@ -263,34 +267,52 @@ def _evaluate(layout: OutputLayout, built: BuildInputs, settings: EvaluationSett
 
 
 def advice(report: dict) -> list[str]:
-    """What to do about the drafts whose verdict or margin calls for it, one line per remedy.
+    """What to do about the drafts whose verdict or margin calls for it: one line per draft.
 
     Why: a verdict alone leaves a user to work out the remedy; the remedies are known from the
-    worked examples (docs/own_models.md) and differ by cause.
+    worked examples (docs/own_models.md) and differ by cause. One order of precedence, the one
+    docs/build.md documents: each draft gets the remedy of the first cause that applies:
+
+    1. it agrees with the target too rarely for even a free draft to pay: train longer, more text;
+    2. it is slower than target-only: a smaller ``--draft-shape`` (unless it is the smallest
+       shape sizing measures: then train longer, or leave it out);
+    3. it accepts no more than the general draft on its own domain: more text, longer, or leave it out;
+    4. it leads the general draft by less than 0.10 on its own domain: compare a build with a
+       small general fallback (one line for all such drafts).
     """
+    from memspec_ros.builder.draft_sizing import CANDIDATES
+
+    smallest = CANDIDATES[-1]
     lines, close = [], []
     for name, e in report["drafts"].items():
         domain = "all domains" if e["domain"] == GENERAL else e["domain"]
         over_general = e.get("margin_over_general")
         if e["verdict"] == SLOWER and not _a_free_draft_would_pay(report, e["acceptance"]):
-            lines.append(f"{name}: it agrees with the target too rarely to pay on {domain} (acceptance "
+            lines.append(f"{name}: (1) it agrees with the target too rarely to pay on {domain} (acceptance "
                          f"{e['acceptance']:.3f}): even a draft that cost nothing would be slower than "
                          "target-only, so a smaller `--draft-shape` cannot help. Train longer "
                          "(`--time-budget-s`; `reports/drafts.json` has the steps each phase made: a large "
                          "vocabulary makes every step slow) or give it more text; if every draft is near "
                          "0, check that the target itself writes sensible text on your corpora.")
+        elif e["verdict"] == SLOWER and e.get("shape") == f"{smallest.hidden}x{smallest.layers}":
+            lines.append(f"{name}: (2) its rounds cost more than the tokens they save on {domain}, and it already "
+                         f"has the smallest shape sizing measures ({smallest.label}): no smaller draft will pay "
+                         "either. Train longer (`--time-budget-s`) or give it more text, check that the machine "
+                         "was quiet (`reports/sizing.json`: `unstable`), or leave it out of catalogue.yaml and "
+                         "rerun `memspec_build predictor`.")
         elif e["verdict"] == SLOWER:
-            lines.append(f"{name}: its rounds cost more than the tokens they save on {domain}; rebuild the "
-                         "drafts with a smaller `--draft-shape` (or the `--threads` the node will use), or "
-                         "leave it out of catalogue.yaml and rerun `memspec_build predictor`.")
+            lines.append(f"{name}: (2) its rounds cost more than the tokens they save on {domain}; rebuild the "
+                         "drafts with a smaller `--draft-shape` (halve the hidden size, at least "
+                         f"{smallest.hidden}x{smallest.layers}; or the `--threads` the node will use), or leave it "
+                         "out of catalogue.yaml and rerun `memspec_build predictor`.")
         elif e["verdict"] == NO_BETTER:
-            lines.append(f"{name}: the general draft accepts as much on {domain}; give the domain more text or "
+            lines.append(f"{name}: (3) the general draft accepts as much on {domain}; give the domain more text or "
                          "a longer `--time-budget-s`, or leave it out of catalogue.yaml and rerun "
                          "`memspec_build predictor`.")
         elif over_general is not None and over_general < CLOSE_TO_GENERAL:
             close.append(f"{name} ({over_general:+.3f} on {domain})")
     if close:
-        lines.append(", ".join(close) + f": within {CLOSE_TO_GENERAL:.2f} of the general draft on "
+        lines.append(", ".join(close) + f": (4) within {CLOSE_TO_GENERAL:.2f} of the general draft on "
                      "its own domain, where which draft is resident then matters little. If a domain has "
                      "under about 1 M characters of text, give it more first; if your robot's text stays "
                      "in your domains, compare a build with a small general fallback "

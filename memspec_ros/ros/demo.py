@@ -1,12 +1,11 @@
-"""``make demo``: the node with the bundled models answering a multi-topic robot dialogue.
+"""``make demo``: the node with the default model set answering a multi-topic robot chat.
 
 Starts ``memspec_node`` as its own process (as a robot's bringup would), configures and
-activates it over the standard lifecycle services, then plays a dialogue whose turns
-move between domains (robot commands, code, math, licence text, prose) through the
-Generate action: the robot turns as chat messages with a system prompt and a stop string,
-the others as raw text. It prints each streamed answer, then what the working set did: which
-drafts were loaded and evicted, how often the active draft changed, and acceptance.
-Everything crosses real DDS, restricted to this machine.
+activates it over the standard lifecycle services, then plays one chat session through the
+Generate action whose user messages move between domains (an errand, code, general knowledge,
+a how-to, arithmetic), answered by SmolLM2-135M-Instruct with its drafts. It prints each
+streamed answer, then what the working set did: which drafts were loaded and evicted, how often
+the active draft changed, and acceptance. Everything crosses real DDS, restricted to this machine.
 """
 
 from __future__ import annotations
@@ -26,31 +25,28 @@ from memspec_ros.ros.node_process import NodeProcess
 from memspec_ros.ros.qos import RESIDENCY_LOG_QOS
 from memspec_ros.ros.tool_node import tool_node
 
-SYSTEM_PROMPT = "You are a helpful indoor service robot. Confirm each task and give its [cmd] lines."
-STOP = ("\nUSER:",)
-"""The robot answers until it would start the user's next line (the zoo's dialogue format)."""
+SYSTEM_PROMPT = "You are a helpful home service robot. Keep your answers short and clear."
+"""The system prompt the default model set's drafts and predictor were built with (its corpora's
+conversations open with it: ``models/smollm2/heldout/prompts.jsonl``)."""
 
-#: (domain, text). Robot turns are chat messages of one session (system prompt, stop string):
-#: the node renders them with the target's chat template. The other domains are raw text
-#: continued in a second session; both run on the same drafts, so the working set follows
-#: the topic from goal to goal.
+#: (domain, user message): one chat session whose topic moves the way a household robot's user
+#: moves it - an errand, a bit of code, general knowledge, a how-to, arithmetic, back to errands -
+#: so the working set follows the topic from goal to goal. The node renders the conversation with
+#: the target's chat template; the model's end-of-turn token ends each answer.
 DIALOGUE: tuple[tuple[str, str], ...] = (
-    ("robot", "Could you go to the kitchen and bring me the red cup"),
-    ("robot", "Then open the door of the lab"),
-    ("code", "def clamp(value, low, high):\n    \"\"\"Limit value to the range [low, high].\"\"\"\n"),
-    ("math", "\nProblem: Compute the derivative of 4*x**3 - 2*x with respect to x.\nSolution:"),
-    ("legal", "\nTHE SOFTWARE IS PROVIDED \"AS IS\", WITHOUT WARRANTY OF ANY KIND,"),
-    ("prose", "\nA wise man once said that"),
-    ("robot", "Go back to the charging station"),
+    ("commands", "Please bring me the red cup from the kitchen."),
+    ("code", "Write a short Python function that returns True when a battery voltage is below 11.2 volts."),
+    ("chat", "What is the capital of France?"),
+    ("howto", "How do I make a cup of tea?"),
+    ("math", "What is 15% of 200?"),
+    ("commands", "Thank you. Now go back to your charging station."),
 )
 
 
-def goal_for(domain: str, text: str, max_new_tokens: int, first_chat: bool) -> Generate.Goal:
-    """A robot turn as a user message of the chat session, any other as raw text of the text session."""
-    if domain == "robot":
-        return make_goal(messages=[("user", text)], system_prompt=SYSTEM_PROMPT if first_chat else "", stop=STOP,
-                         max_new_tokens=max_new_tokens, session_id="demo-chat")
-    return make_goal(text, max_new_tokens, session_id="demo-text")
+def goal_for(text: str, max_new_tokens: int, first: bool) -> Generate.Goal:
+    """A user message of the demo's chat session (the system prompt goes with the first)."""
+    return make_goal(messages=[("user", text)], system_prompt=SYSTEM_PROMPT if first else "",
+                     max_new_tokens=max_new_tokens, session_id="demo-chat")
 
 
 STATE = {DraftState.ON_STORAGE: "storage", DraftState.LOADING: "loading", DraftState.RESIDENT: "resident",
@@ -83,7 +79,7 @@ class ResidencyLog:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--params-file", default="config/memspec.yaml")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--storage-mbps", type=float, default=46.0,
                         help="emulated storage bandwidth for draft loads in MB/s (default %(default)s: a load then "
                              "costs about 2.7 decoding rounds, the paper's edge regime); 0 = native")
@@ -117,15 +113,12 @@ def _run(client_node, node: NodeProcess, residency: ResidencyLog, max_new_tokens
         print("[demo] no Generate action server; node log:\n" + node.log())
         return 1
     totals = {"tokens": 0, "seconds": 0.0, "switches": 0, "stall": 0.0}
-    print(f"[demo] system prompt of the robot chat: {SYSTEM_PROMPT!r}, stop strings {list(STOP)}")
-    first_chat = True
+    print(f"[demo] one chat session; system prompt {SYSTEM_PROMPT!r}")
     for i, (domain, text) in enumerate(DIALOGUE, 1):
-        kind = "user message" if domain == "robot" else "raw text"
-        print(f"\n--- turn {i} ({domain}, {kind}) ---\n{text.strip()}", flush=True)
+        print(f"\n--- turn {i} ({domain}) ---\nuser> {text}\nrobot> ", end="", flush=True)
         t = time.monotonic()
-        call = gen.send(goal_for(domain, text, max_new_tokens, first_chat),
+        call = gen.send(goal_for(text, max_new_tokens, i == 1),
                         on_text=lambda text: (sys.stdout.write(text), sys.stdout.flush()))
-        first_chat = first_chat and domain != "robot"
         if not call.wait_accepted():
             print("[demo] goal rejected; node log:\n" + node.log())
             return 1

@@ -81,6 +81,7 @@ from memspec_ros.ros.session_files import (
     session_dir_path,
 )
 from memspec_ros.ros.torch_thread import TorchThread
+from memspec_ros.runtime.catalogue_file import sizing_threads
 from memspec_ros.runtime.policies import Policy
 from memspec_ros.runtime.residency import DraftState, ResidencyEvent
 from memspec_ros.runtime.runtime import DraftRuntime, GenerationReport
@@ -180,6 +181,14 @@ class MemSpecNode(LifecycleNode):
             self.get_logger().error(f"configure failed while starting the runtime: {type(exc).__name__}: {exc}")
             self._release()
             return TransitionCallbackReturn.FAILURE
+        sized_at = sizing_threads(config.catalogue.root)
+        running = built.threads.threads if built.threads else config["num_threads"]
+        if sized_at and running and sized_at != running:
+            self.get_logger().warning(
+                f"the catalogue's drafts were sized at {sized_at} torch thread(s) (its reports/sizing.json) and this "
+                f"node decodes at {running}: draft and verification costs scale differently with threads, so the "
+                f"drafts may be larger or smaller than this machine affords; set num_threads: {sized_at}, or "
+                f"rebuild with memspec_build drafts --threads {running}")
         validation = config.catalogue.predictor_validation
         if validation is not None and validation.loses_to_fixed and built.runtime.policy.needs_predictor:
             self.get_logger().warning(

@@ -209,6 +209,18 @@ def _draft_entry(root: Path, raw: object, index: int, source: Path) -> DraftEntr
     return DraftEntry(name=name, path=path, domain=domain.strip(), description=description)
 
 
+def sizing_threads(root: Path) -> int | None:
+    """The torch thread count ``memspec_build`` sized this model set's drafts at (its
+    ``reports/sizing.json``), or None when it is not recorded."""
+    import json
+
+    try:
+        threads = json.loads((root / "reports" / "sizing.json").read_text()).get("threads")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return threads if isinstance(threads, int) and threads > 0 else None
+
+
 PACKAGED_TARGET_FILE = "target.source.yaml"
 """Beside a catalogue whose target is fetched from the package registry (memspec_ros/builder/packaged_target.py)."""
 

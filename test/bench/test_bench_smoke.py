@@ -82,16 +82,20 @@ def test_predictor_training_prompts_are_never_evaluated() -> None:
             assert prompt_hash(p) not in training.hashes
 
 
-def test_default_inputs_are_the_bundled_zoo_and_its_heldout_prompts() -> None:
+def test_default_inputs_are_the_default_model_set_and_its_heldout_prompts() -> None:
     from bench.config import BenchConfig
     from bench.run import parse_args
 
+    default = REPO / "models" / "smollm2"
     for cfg in (BenchConfig(), BenchConfig.quick(), parse_args([]), parse_args(["--quick"])):
-        assert cfg.bundled and cfg.prompts_file == PROMPTS
+        assert cfg.bundled and cfg.bundled_set == "smollm2"
+        assert cfg.prompts_file == default / "heldout" / "prompts.jsonl" and cfg.dtype == "auto"
         assert "--catalogue" not in cfg.command and "--prompts" not in cfg.command
         assert cfg.make_command in ("make bench", "make bench-quick")
-    assert parse_args([]).catalogue == ZOO / "catalogue.yaml"
-    assert parse_args([f"--catalogue={ZOO}"]).bundled  # the folder names the same file
+    assert parse_args([]).catalogue == default / "catalogue.yaml"
+    assert parse_args([f"--catalogue={default}"]).bundled  # the folder names the same file
+    zoo = parse_args([f"--catalogue={ZOO}"])  # the 17 M fixture: a bundled set with its own targets
+    assert zoo.bundled_set == "zoo" and not zoo.bundled and zoo.prompts_file == PROMPTS
 
 
 def test_thread_options_default_to_the_nodes_auto_setting() -> None:
@@ -157,7 +161,16 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     from bench.calibration import Calibration
     from bench.config import BenchConfig
     from bench.drift import Drift, compute_drift, other_factor, outside_rounds_s, verification_speed
-    from bench.experiments import HF_ASSISTED, HF_ASSISTED_HEURISTIC, TARGET_ONLY, Bench, Headline, ablation, run_sweeps
+    from bench.experiments import (
+        HF_ASSISTED,
+        HF_ASSISTED_HEURISTIC,
+        HF_PROMPT_LOOKUP,
+        TARGET_ONLY,
+        Bench,
+        Headline,
+        ablation,
+        run_sweeps,
+    )
     from bench.hf_assisted import best_single_draft, single_draft_rounds
     from bench.measures import RunMeasure
     from bench.plots import draw_all
@@ -178,8 +191,9 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     from memspec_ros.runtime import POLICY_NAMES, CostModel, StorageModel
 
     cfg = BenchConfig.quick(sessions=2, turns=3, max_new_tokens=10, check_intervals=(2, 4), budgets=(1, None),
-                            ratios=(1.0, 4.0), lengths=(1, 3), out=tmp_path, cache=tmp_path / "cache")
-    testbed = load_testbed(cfg.catalogue, 1)
+                            ratios=(1.0, 4.0), lengths=(1, 3), out=tmp_path, cache=tmp_path / "cache",
+                            catalogue=ZOO / "catalogue.yaml", dtype="float32")
+    testbed = load_testbed(cfg.catalogue, 1, cfg.dtype)
     training = load_training_prompts(testbed.predictor_path)
     wl = build_workload(_prompts(), exclude=training, sessions=cfg.sessions, turns=cfg.turns,
                         max_new_tokens=cfg.max_new_tokens, seed=cfg.seed)
@@ -203,6 +217,7 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
         for tr in traces:
             r = single_draft_rounds(tr, hf_draft, cost, cfg.k, schedule)
             hf[name].append(RunMeasure(tr.name, r.tokens, r.seconds, r.rounds, r.proposed, r.accepted))
+    hf[HF_PROMPT_LOOKUP] = [RunMeasure(tr.name, tr.generated_tokens, 0.01 * tr.generated_tokens) for tr in traces]
     reports: list = []
     simulate(testbed.catalogue, bench.budget, bench.factory, "memspec", traces[0], cost, bench.runtime_config(),
              keep_reports=reports)
@@ -310,10 +325,13 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
                     "## Experiments 3-6", "## Simulator vs real", "## Workload and the predictor split"):
         assert heading in report
     assert "python -m bench --quick" in report
-    assert loaded["config"]["catalogue"] == {  # which models were measured: the zoo by default
-        "path": "models/zoo/catalogue.yaml", "bundled": True, "prompts": "models/zoo/heldout/prompts.jsonl",
-        "home_domain": "robot", "domains": {n: testbed.catalogue.get(n).domain for n in names}}
-    assert "Catalogue measured: `models/zoo/catalogue.yaml`" in report and "make bench-quick   #" in report
+    assert loaded["config"]["catalogue"] == {  # which models were measured: the zoo, a bundled set
+        "path": "models/zoo/catalogue.yaml", "bundled": False, "model_set": "zoo",
+        "prompts": "models/zoo/heldout/prompts.jsonl", "home_domain": "robot",
+        "domains": {n: testbed.catalogue.get(n).domain for n in names}}
+    assert "Catalogue measured: `models/zoo/catalogue.yaml`" in report
+    assert "make bench-quick CATALOGUE=models/zoo/catalogue.yaml" in report
+    assert all(t["scope"] == "project" for t in loaded["targets"]), "the zoo is measured against its own targets"
     files = {p.name for p in draw_all(loaded, tmp_path)}
     assert {"headline.png", "metrics.png", "timeline.png", "sweep_budget.png", "sweep_ratio.png",
             "sweep_check_interval.png", "sweep_length.png"} <= files

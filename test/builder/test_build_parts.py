@@ -121,8 +121,15 @@ def test_advice_names_the_remedy_for_each_cause() -> None:
     # a draft that almost never agrees is slow at any size: the remedy is training, not shrinking
     report["drafts"]["draft-d"]["acceptance"] = 0.05  # 1.2 tokens a round x 3 ms < a 5 ms verification
     rare = advice(report)[1]
-    assert rare.startswith("draft-d: it agrees with the target too rarely") and "--time-budget-s" in rare
+    assert rare.startswith("draft-d: (1) it agrees with the target too rarely") and "--time-budget-s" in rare
     assert "smaller `--draft-shape`" in rare and "cannot help" in rare
+    # a slow draft already at the smallest shape sizing measures is not told to shrink
+    report["drafts"]["draft-d"].update(acceptance=0.5, shape="48x1")
+    smallest = advice(report)[1]
+    assert smallest.startswith("draft-d: (2)") and "smallest shape" in smallest and "Train longer" in smallest
+    # one order of precedence: a slow draft close to the general draft gets the remedy of being slow
+    report["drafts"]["draft-d"].update(margin_over_general=0.02, shape="256x2")
+    assert [line.split(":")[0] for line in advice(report)] == ["draft-c", "draft-d", "draft-b (+0.050 on b)"]
     report["drafts"] = {"draft-a": report["drafts"]["draft-a"]}
     report["matrix"] = {"draft-a": report["matrix"]["draft-a"]}
     assert advice(report) == [] and "What to do:" not in render_markdown(report)

@@ -145,10 +145,10 @@ def test_a_session_folder_serves_one_node_at_a_time(tmp_path: Path) -> None:
     first.release()
     SessionDirLock(tmp_path).release()
     # a holder killed without cleanup (SIGKILL) leaves no stale lock
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]);"
-                               "from memspec_ros.ros.session_files import SessionDirLock;"
-                               "lock = SessionDirLock(__import__('pathlib').Path(sys.argv[2])); print('locked', flush=True);"
-                               "time.sleep(60)", str(REPO), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    code = ("import sys, time, pathlib; sys.path.insert(0, sys.argv[1]);"
+            "from memspec_ros.ros.session_files import SessionDirLock;"
+            "lock = SessionDirLock(pathlib.Path(sys.argv[2])); print('locked', flush=True); time.sleep(60)")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(REPO), str(tmp_path)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "locked"
     with pytest.raises(OSError, match=f"pid {holder.pid}"):
         SessionDirLock(tmp_path)
