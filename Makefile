@@ -10,7 +10,7 @@ PARAMS ?= config/memspec.yaml
 CATALOGUE ?=
 BENCH_MODELS := $(if $(CATALOGUE),--catalogue $(CATALOGUE))
 
-.PHONY: setup demo test lint node bench bench-quick soak zoo smollm2 llama-cpp clean help
+.PHONY: setup demo test lint node bench bench-quick bench-do-no-harm soak zoo smollm2 llama-cpp clean help
 
 help:
 	@echo "make demo        set up, start the node with the bundled models, run a dialogue through it"
@@ -18,6 +18,8 @@ help:
 	@echo "make node        run memspec_node in the foreground (AUTOSTART=1 to configure+activate)"
 	@echo "make bench       full evaluation (every policy, plots, report); make bench-quick for a short one;"
 	@echo "                 CATALOGUE=path/to/catalogue.yaml (or its folder) measures your own model set"
+	@echo "make bench-do-no-harm  the two do-no-harm cases: a deliberately weak model set (drafts trained for one"
+	@echo "                 minute) and the default set beside two CPU-bound neighbours (bench-quick each)"
 	@echo "make soak        node soak: SOAK_MINUTES (30) of back-to-back goals, then 20 lifecycle cycles; flat RSS"
 	@echo "make zoo         rebuild the model zoo from offline corpora: the target (training/), then its drafts and"
 	@echo "                 predictor with memspec_build, as for your own models (hours; the zoo is committed)"
@@ -51,6 +53,20 @@ bench: setup
 
 bench-quick: setup
 	@$(ENV) python -m bench --quick $(BENCH_MODELS)
+
+# Do no harm: memspec must never be slower than target-only. Case 1: drafts trained for one minute
+# (built once into .cache/weak_smollm2 with memspec_build, from the default set's corpora); case 2: the
+# default set while two CPU-bound processes keep the cores busy (a robot computer's other nodes).
+WEAK_SET := .cache/weak_smollm2
+
+bench-do-no-harm: setup
+	@test -d $(SMOLLM2_CORPORA) || $(ENV) python -m training.smollm2.answers --target models/smollm2/target \
+		--out $(SMOLLM2_CORPORA)
+	@$(ENV) memspec_build drafts --target models/smollm2/target --corpora $(SMOLLM2_CORPORA) --out $(WEAK_SET) \
+		--draft-vocab 8192 --time-budget-s 60 --draft-shape 320x2
+	@$(ENV) memspec_build predictor --out $(WEAK_SET) --time-budget-s 240 --sessions 8
+	@$(ENV) python -m bench --quick --catalogue $(WEAK_SET)
+	@$(ENV) python -m bench --quick --cpu-neighbours 2
 
 # The bundled zoo: corpora and target here, then the drafts, predictor and evaluation by the
 # same tool a user runs on their own target (docs/build.md), with the zoo's recipe: drafts of

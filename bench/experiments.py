@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from memspec_ros.runtime import ADAPTIVE_BASELINES, Budget, CostModel, RuntimeConfig
 from memspec_ros.runtime.policies.oracle import DEFAULT_SEGMENT_ROUNDS, OraclePolicy
+from memspec_ros.runtime.turns import opening_ids
 
 from . import llama_cpp_peer
 from .calibration import Calibration
@@ -120,7 +121,7 @@ def run_headline(bench: Bench, label: str = "") -> Headline:
     runs: dict[str, list[list]] = {name: [] for name in bench.policies}
     """Per policy, its per-turn reports of every session (the drift is measured on their rounds)."""
     warm_up_hf(tb, traces[0], hf_draft, cfg.k)  # transformers' first generate() call initialises lazily
-    probe_prompt = tb.engine.encode(bench.workload.calibration.turns[0].prompt)  # calibrate()'s probe text
+    probe_prompt = opening_ids(tb.engine, bench.workload.calibration.turns[0])  # calibrate()'s probe text
     reference = bench.calibration.probe_s
     speeds: list[float] = []
     """Per session block: the machine's speed (the median probe over the calibration's)."""

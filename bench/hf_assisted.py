@@ -104,14 +104,11 @@ def _over_conversations(trace: DialogueTraces, generate) -> tuple[float, int, bo
     context rebuilt from the trace as a stateless client would send it; (seconds, tokens, identical)."""
     wall, tokens, identical = 0.0, 0, True
     for conv in trace.conversations:
-        context: list[int] = []
-        for turn in conv.turns:
-            context = context[:len(context) - turn.rewind] + turn.prompt_ids
+        for turn, context in conv.turn_contexts():
             out, seconds = generate(context, turn.max_new_tokens)
             wall += seconds
             tokens += len(out)
             identical &= out == turn.output_ids
-            context += turn.output_ids
     return wall, tokens, identical
 
 

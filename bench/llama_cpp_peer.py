@@ -85,15 +85,12 @@ class LlamaCppPeer:
         wall, tokens, agreed = 0.0, 0, 0
         for conv in trace.conversations:
             self.llm.reset()
-            context: list[int] = []
-            for turn in conv.turns:
-                context = context[:len(context) - turn.rewind] + turn.prompt_ids
+            for turn, context in conv.turn_contexts():  # continued with the target's answers
                 start = time.perf_counter()
                 out = self._generate(context, turn.max_new_tokens, eos)
                 wall += time.perf_counter() - start
                 tokens += len(out)
                 agreed += _common_prefix(out, turn.output_ids)
-                context += turn.output_ids  # the conversation continues with the target's answer
         target_tokens = sum(len(t.output_ids) for t in trace.turns)
         return RunMeasure(session=trace.name, tokens=tokens, wall_s=wall,
                           agreement=agreed / target_tokens if target_tokens else None)

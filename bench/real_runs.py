@@ -15,10 +15,9 @@ import time
 
 from memspec_ros.core.engine import DecodeState, SpeculativeEngine
 from memspec_ros.runtime import Budget, DraftRuntime, GenerationReport, RuntimeConfig
-from memspec_ros.runtime.chat import ChatMessage, ChatTurn
 from memspec_ros.runtime.conversation import Conversation
 from memspec_ros.runtime.traces import Turn
-from memspec_ros.runtime.turns import answered, fit_user_message
+from memspec_ros.runtime.turns import admit_workload_turn, answered, fit_user_message
 
 from .measures import RunMeasure, measure_reports
 from .policy_factory import PolicyFactory
@@ -43,10 +42,7 @@ def serve_turn(runtime: DraftRuntime, conversation: Conversation, turn: Turn) ->
     """One workload turn: its text, or (a chat turn) its user message, admitted as the node admits a goal."""
     if not turn.chat:
         return runtime.generate(turn.prompt, turn.max_new_tokens, conversation=conversation)
-    admission = runtime.admit(ChatTurn((ChatMessage("user", turn.prompt),), turn.system_prompt), turn.max_new_tokens)
-    if admission.request is None:
-        raise ValueError(f"chat turn refused: {admission.problem}")
-    return runtime.run_turn(admission.request, conversation=conversation)
+    return runtime.run_turn(admit_workload_turn(runtime.engine, turn), conversation=conversation)
 
 
 def run_policy(testbed: Testbed, session: ScriptedDialogue, traces: DialogueTraces, factory: PolicyFactory, name: str,

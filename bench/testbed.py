@@ -36,7 +36,7 @@ class Testbed:
     materialize: Materializer
     predictor_path: Path
     fingerprint: str
-    """Hash of the target's and drafts' weights: cached traces are only valid for it."""
+    """Hash of the target's and drafts' weights and the compute dtype: cached traces are only valid for it."""
     threads: int
     """torch intra-op threads the headline decodes with."""
     dtype_name: str = "float32"
@@ -90,7 +90,9 @@ def load_testbed(catalogue: Path, threads: int | None, dtype: str = "float32") -
     catalogue = Catalogue.from_file(models, dtype=getattr(torch, dtype))  # footprints in the compute dtype
     materialize = make_materializer(catalogue, dtype=getattr(torch, dtype))
     proposers = {s.name: materialize(s, [p.read_bytes() for p in s.weight_files]) for s in catalogue}
-    fingerprint = zoo_fingerprint([models.target, *(s.path for s in catalogue)])
+    # a bf16 target is another model than the fp32 one: its traces are its own (fp32 keys stay as they were)
+    fingerprint = zoo_fingerprint([models.target, *(s.path for s in catalogue)]) + (
+        "" if dtype == "float32" else f"-{dtype}")
     return Testbed(catalogue_file=models.source, target_path=models.target, engine=engine, catalogue=catalogue,
                    proposers=proposers, materialize=materialize, predictor_path=models.predictor,
                    fingerprint=fingerprint, threads=threads or torch.get_num_threads(), dtype_name=dtype,

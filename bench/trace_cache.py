@@ -42,9 +42,11 @@ class DialogueTraces:
     def context_tokens(self) -> list[int]:
         """The session's token ids (prompts and outputs), conversation after conversation."""
         ids: list[int] = []
-        for turn in self.turns:
-            del ids[len(ids) - turn.rewind:]
-            ids += [*turn.prompt_ids, *turn.output_ids]
+        for conv in self.conversations:
+            contexts = list(conv.turn_contexts())
+            if contexts:
+                turn, context = contexts[-1]
+                ids += [*context, *turn.output_ids]
         return ids
 
     def prefix(self, n_turns: int) -> DialogueTraces:

@@ -95,45 +95,60 @@ def _draft(shape: Shape, target: TargetInfo, vocab_size: int | None) -> PreTrain
     return LlamaForCausalLM(config).eval()
 
 
+WINDOW = 4
+"""Candidates timed interleaved: the ones around the rule's boundary (all of them when this few)."""
+
+
 def choose_draft_shape(target_model: PreTrainedModel, target: TargetInfo, k: int, *,
                        candidates: tuple[Shape, ...] = CANDIDATES, rounds: int = 7, reps: int = 8,
                        vocab_size: int | None = None) -> SizingResult:
-    """Measure the target and every candidate draft, interleaved; return the largest draft meeting the rule.
+    """Measure the target and the candidate drafts; return the largest draft meeting the rule.
 
-    Why interleaved and repeated: on a shared machine the speed changes for seconds at a time, and
-    a build that measured its candidates one after the other once chose a 96x2 draft because the
-    larger shapes happened to fall into busy spells (256x3 2.9 ms, 192x2 9.5 ms, 128x2 4.2 ms,
-    96x2 0.56 ms). So each of ``rounds`` rounds times the target's verification, its 1-token step
-    and every candidate once (``reps`` calls, their median), the candidates in a rotating order;
-    a figure is the lower quartile of its rounds (other work only ever adds time). A draft's step
-    cannot really fall as it grows, so the figures are made non-decreasing in size (a smaller
-    shape gets the larger shape's figure where that one measured faster): a larger shape measured
-    slow in a busy spell then slows the smaller ones' figures too instead of alone losing the
-    choice. The rounds' spread is reported; above :data:`UNSTABLE_SPREAD` the result is flagged
-    ``unstable`` and the build warns (``--resize`` measures again).
+    Why this way: on a shared machine the speed changes for seconds at a time, and a build that
+    measured its candidates one after the other once chose a 96x2 draft because the larger shapes
+    happened to fall into busy spells (256x3 2.9 ms, 192x2 9.5 ms, 128x2 4.2 ms, 96x2 0.56 ms).
 
+    1. A quick screen times each candidate once, one at a time (one model in memory at a time: a
+       150k-vocabulary candidate is hundreds of MB), to find the rule's boundary.
+    2. The :data:`WINDOW` candidates around it, with the target's verification and 1-token step,
+       are timed in ``rounds`` rounds, every one once per round (``reps`` calls, their median) in a
+       rotating order, so a busy spell lands on all of them. A figure is the lower quartile of its
+       rounds (other work only ever adds time).
+    3. Step time grows with a draft's size, so a figure far above the robust line through all of
+       them (step ms against parameters, Siegel's repeated-median line) is an outlier:
+       more than 1.5x its fitted value is replaced by that value. A larger shape that still caught a
+       busy spell in most rounds therefore cannot by itself hand the choice to a smaller one. A
+       smaller shape's figure is then never above a larger one's.
+
+    The rounds' spread is reported; above :data:`UNSTABLE_SPREAD` (or with an outlier) the result
+    is flagged ``unstable`` and the build warns (``--resize`` measures again).
     ``vocab_size`` is the drafts' vocabulary (default: the target's; smaller for subset drafts,
     whose steps are cheaper, so a larger shape may meet the rule)."""
-    timers = {"verify": target_timer(target_model, k + 1), "step": target_timer(target_model, 1)}
-    for shape in candidates:
+    verify_timer = target_timer(target_model, k + 1)
+    screen_verify = verify_timer(reps)
+    window = _window(candidates, screen_verify, lambda shape: draft_timer(_draft(shape, target, vocab_size))(reps))
+    timers = {"verify": verify_timer, "step": target_timer(target_model, 1)}
+    for shape in window:
         torch.manual_seed(0)
         timers[shape.label] = draft_timer(_draft(shape, target, vocab_size))
     samples: dict[str, list[float]] = {name: [] for name in timers}
-    labels = [s.label for s in candidates]
+    labels = [s.label for s in window]
     for r in range(rounds):
         shift = r % len(labels)
         for name in ["verify", "step", *labels[shift:], *labels[:shift]]:
             samples[name].append(timers[name](reps))
     low = {name: _quartile(v) for name, v in samples.items()}
     spread = {name: _spread(v) for name, v in samples.items()}
-    fitted = _monotone([low[label] for label in labels])  # candidates are largest first
+    sizes = [shape.parameters(vocab_size or target.logit_width) for shape in window]
+    robust, outliers = _without_outliers(sizes, [low[label] for label in labels])
+    fitted = _monotone(robust)  # the window is largest first
     verify = low["verify"]
     measured: list[dict[str, float | str]] = []
-    chosen, ratio, chosen_ms = candidates[-1], verify / fitted[-1], fitted[-1]
-    for shape, ms, raw in zip(candidates, fitted, (low[label] for label in labels), strict=True):
+    for shape, ms, raw in zip(window, fitted, (low[label] for label in labels), strict=True):
         measured.append({"shape": shape.label, "draft_step_ms": round(ms, 4), "measured_ms": round(raw, 4),
                          "spread": round(spread[shape.label], 3), "ratio": round(verify / ms, 2)})
-    for shape, ms in zip(candidates, fitted, strict=True):
+    chosen, ratio, chosen_ms = window[-1], verify / fitted[-1], fitted[-1]
+    for shape, ms in zip(window, fitted, strict=True):
         if verify / ms >= MIN_RATIO:
             chosen, ratio, chosen_ms = shape, verify / ms, ms
             break
@@ -144,8 +159,43 @@ def choose_draft_shape(target_model: PreTrainedModel, target: TargetInfo, k: int
     return SizingResult(k=k, target_verify_ms=round(verify, 4), target_step_ms=round(low["step"], 4),
                         measured=measured, chosen=asdict(chosen), draft_step_ms=round(chosen_ms, 4),
                         ratio=round(ratio, 2), ratio_met=ratio >= MIN_RATIO, spread=round(worst, 3),
-                        unstable=worst > UNSTABLE_SPREAD, load_average=round(load_average() or 0.0, 2),
-                        threads=torch.get_num_threads())
+                        unstable=worst > UNSTABLE_SPREAD or outliers > 0,
+                        load_average=round(load_average() or 0.0, 2), threads=torch.get_num_threads())
+
+
+def _window(candidates: tuple[Shape, ...], verify_ms: float, screen) -> tuple[Shape, ...]:
+    """The :data:`WINDOW` candidates (largest first) from the largest that a one-block screen puts
+    within twice the rule (``screen(shape)`` -> ms): the boundary lies among them."""
+    if len(candidates) <= WINDOW:
+        return candidates
+    first = len(candidates) - WINDOW
+    for i, shape in enumerate(candidates[:first]):
+        if verify_ms / screen(shape) >= MIN_RATIO / 2:
+            first = i
+            break
+    return candidates[first:first + WINDOW]
+
+
+def _without_outliers(sizes: list[int], figures: list[float], limit: float = 1.5) -> tuple[list[float], int]:
+    """``figures`` with every one above ``limit`` times the robust line through all of them replaced
+    by the line's value; and how many were. The line is Siegel's repeated median (per point, the
+    median slope to every other; the median of those): one bad point among four cannot tilt it."""
+    per_point = [statistics.median((figures[j] - figures[i]) / (sizes[j] - sizes[i])
+                                   for j in range(len(sizes)) if sizes[j] != sizes[i])
+                 for i in range(len(sizes)) if any(x != sizes[i] for x in sizes)]
+    if len(figures) < 3 or not per_point:
+        return list(figures), 0
+    slope = max(0.0, statistics.median(per_point))
+    intercept = statistics.median(f - slope * x for x, f in zip(sizes, figures, strict=True))
+    out, replaced = [], 0
+    for x, f in zip(sizes, figures, strict=True):
+        line = intercept + slope * x
+        if line > 0 and f > limit * line:
+            out.append(line)
+            replaced += 1
+        else:
+            out.append(f)
+    return out, replaced
 
 
 def _quartile(values: list[float]) -> float:
@@ -163,8 +213,8 @@ def _spread(values: list[float]) -> float:
 
 
 def _monotone(largest_first: list[float]) -> list[float]:
-    """Make step times non-increasing from the largest shape down: each shape costs at most what
-    every larger one does (a smaller shape measured above a larger one is lowered to it)."""
+    """Make step times non-increasing from the largest shape down: a smaller shape's figure is never
+    above a larger one's (a smaller shape caught in a busy spell gets the larger one's figure)."""
     out, floor = [], float("inf")
     for value in largest_first:
         floor = min(floor, value)

@@ -244,7 +244,7 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     split_keys = {c.domain: _split_step(ledger, layout, c) for c in corpora}
     _write_manifest(layout, corpora)
     renderers = target_chat_renderers(target.path)
-    ledger.run("heldout-prompts", {"splits": split_keys},
+    ledger.run("heldout-prompts", {"splits": split_keys, "chat_prompts": "first answer"},
                lambda: _write_prompts(layout, split_keys, renderers[1] if renderers else None),
                outputs=[layout.heldout_prompts])
     ledger.run("target", {"fingerprint": target.fingerprint},

@@ -4,7 +4,7 @@
 against the clock (every phase has a time budget): a machine whose cores are busy with other
 jobs makes drafts smaller, trains them for fewer steps and skews the verdicts. The timings
 themselves are made robust (interleaved, repeated), but the user should know before spending
-half an hour: each subcommand prints the load average when it is above the core count.
+half an hour: ``drafts`` and ``evaluate`` print the load average when it is above 3/4 of the cores.
 """
 from __future__ import annotations
 

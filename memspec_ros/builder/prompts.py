@@ -75,22 +75,20 @@ ChatPrompt = tuple[str, tuple[tuple[str, str], ...]]
 
 def chat_prompts(conversations: list[tuple[tuple[str, str], ...]], render_prompt, n: int = PROMPTS_PER_DOMAIN
                  ) -> list[ChatPrompt]:
-    """Up to ``n`` distinct prompts that end where one of the conversations' answers begins.
+    """Up to ``n`` distinct prompts, each a conversation up to its first answer.
 
     A chat document's natural prompt is not a slice of its text but the conversation up to an
     assistant message, rendered with the generation prompt (``render_prompt``): what the node
-    renders for a chat goal, so the target continues with an answer. Every conversation's first
-    answer comes first, then every conversation's second, and so on (deterministic).
+    renders for a chat goal, so the target continues with an answer. Only the first answer:
+    a later user message may refer to the conversation before it, and the benchmark's and the
+    predictor's dialogues send a prompt's last user message in a conversation of their own, so
+    every consumer of the prompt must see the same context (deterministic, in document order).
     """
-    candidates = []
-    for messages in conversations:
-        cuts = [i for i, (role, _) in enumerate(messages) if role == "assistant" and i > 0]
-        candidates.append([messages[:i] for i in cuts])
     out: dict[str, tuple[tuple[str, str], ...]] = {}
-    for head in _round_robin(candidates):
-        if len(out) >= n:
-            break
-        out.setdefault(render_prompt(head), head)
+    for messages in conversations:
+        first = next((i for i, (role, _) in enumerate(messages) if role == "assistant" and i > 0), None)
+        if first is not None and len(out) < n:
+            out.setdefault(render_prompt(messages[:first]), messages[:first])
     return list(out.items())
 
 

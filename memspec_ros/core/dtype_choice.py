@@ -8,6 +8,11 @@ both, interleaved, and keeps the faster, preferring float32 unless bfloat16 is c
 (its output is the bf16 target's, which may differ from the fp32 target's after a few tokens).
 Whatever it chooses is *the* target: greedy output equals that dtype's own greedy decoding, and
 the node logs the choice so a client knows which model it talks to.
+
+Costs: configure holds the fp32 target and a bf16 copy at once while timing (1.5x the fp32
+weights: set ``dtype`` explicitly on a machine that cannot afford it), and times at torch's
+thread count before ``num_threads: 0`` picks one (bf16's advantage is in the arithmetic, which
+does not change with the count). CPU only: on a GPU the node takes bf16 where it is supported.
 """
 
 from __future__ import annotations

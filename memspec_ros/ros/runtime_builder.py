@@ -98,9 +98,11 @@ def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> Buil
     except ModelLoadError as exc:
         raise ConfigError(f"parameter 'catalogue': target of {models.source}: {exc}") from exc
     dtype_choice = None
-    if auto:
+    if auto and config["device"] == "cpu":
         target, dtype_choice = choose_dtype(target, config["num_speculative_tokens"])
-    dtype = dtype_choice.dtype if dtype_choice is not None else _DTYPES[config["dtype"]]
+    elif auto:  # a GPU: bf16 where it has it (timing would need device syncs; the answer is known)
+        target = target.to(torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32)
+    dtype = next(target.parameters()).dtype if auto else _DTYPES[config["dtype"]]
     if models.predictor is not None:  # checked whatever the policy: a run-time switch may need it
         try:
             check_predictor(models.predictor, target.config, models.draft_names)

@@ -105,9 +105,8 @@ class ThroughputGuard:
         self._probe_after = first_probe_after
         self._fallbacks = 0
         self._fallback_rounds = 0
-        self._pending: tuple[bool, bool, int, float, int] | None = None
-        """The previous round, awaiting its cycle time: (the guard's, drafted, tokens, start, turn)."""
-        self._pending_seconds = 0.0
+        self._pending: tuple[bool, bool, int, float, float] | None = None
+        """The previous round, awaiting its cycle time: (the guard's, drafted, tokens, start, own seconds)."""
 
     # ------------------------------------------------------------------ decisions
     def wants_target_round(self) -> bool:
@@ -119,22 +118,28 @@ class ThroughputGuard:
         return self.mode != GuardMode.FALLBACK
 
     # ------------------------------------------------------------------ measurements
-    def observe(self, *, forced: bool, drafted: bool, emitted: int, start: float, seconds: float, turn: int) -> None:
+    def observe(self, *, forced: bool, drafted: bool, emitted: int, start: float, seconds: float) -> None:
         """A finished round: ``forced`` if it was the guard's target-only round, ``drafted`` if a draft proposed.
 
-        The round's cost is the time from its start to the next round's start (what it really
-        took, ticks included), known one round later; the last round of a turn counts its own
-        ``seconds``.
+        The round's cost is the time from its start to the next round's start in the same turn
+        (what it really took, ticks included), known one round later; the last round of a turn
+        counts its own ``seconds`` (:meth:`end_turn`): the time between turns is idle time and the
+        next prompt's prefill, not decoding.
         """
         if self._pending is not None:
-            p_forced, p_drafted, p_tokens, p_start, p_turn = self._pending
-            cycle = start - p_start if p_turn == turn and start > p_start else None
-            self._account(p_forced, p_drafted, p_tokens, cycle if cycle is not None else self._pending_seconds)
-        self._pending = (forced, drafted, emitted, start, turn)
-        self._pending_seconds = seconds
+            p_forced, p_drafted, p_tokens, p_start, p_seconds = self._pending
+            self._account(p_forced, p_drafted, p_tokens, start - p_start if start > p_start else p_seconds)
+        self._pending = (forced, drafted, emitted, start, seconds)
         if forced and self._baseline_due > 0:
             self._baseline_due -= 1
         self._step()
+
+    def end_turn(self) -> None:
+        """A turn ended (a new one begins): its last round is charged its own seconds."""
+        if self._pending is not None:
+            p_forced, p_drafted, p_tokens, _, p_seconds = self._pending
+            self._account(p_forced, p_drafted, p_tokens, p_seconds)
+            self._pending = None
 
     def _account(self, forced: bool, drafted: bool, tokens: int, seconds: float) -> None:
         if seconds <= 0:

@@ -135,7 +135,9 @@ class TraceRounds:
         conversation.turns += 1
         prefilled = len(turn.prompt_ids) - (1 if index == 0 else 0)
         self.clock.advance(self.cost.prefill(prefilled) + self.cost.turn_overhead_s)
-        self.context_len += len(turn.prompt_ids) - turn.rewind
+        kept = self.context_len - turn.rewind  # a rewound context: draft caches past it are stale too
+        self.synced = {name: min(seen, kept) for name, seen in self.synced.items()}
+        self.context_len = kept + len(turn.prompt_ids)
         return TraceTurn(self, turn, index)
 
     def wait_for_load(self, ticket: LoadTicket, timeout_s: float,

@@ -15,7 +15,7 @@ feature) so predictor training and simulation see what a real run would.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +102,15 @@ class DialogueTrace:
     def accepted(self, draft: str, turn: int, pos: int, k_round: int) -> int:
         """Tokens ``draft`` gets accepted in a round at ``(turn, pos)`` proposing ``k_round``."""
         return self.turns[turn].run_length(draft, pos, k_round)
+
+    def turn_contexts(self) -> Iterator[tuple[TurnTrace, list[int]]]:
+        """Each turn with the whole context it was decoded from (the conversation so far, minus
+        what the turn rewound, plus its prompt): what a stateless client sends for it."""
+        context: list[int] = []
+        for turn in self.turns:
+            context = [*context[:len(context) - turn.rewind], *turn.prompt_ids]
+            yield turn, context
+            context = [*context, *turn.output_ids]
 
     def save(self, path: Path | str) -> None:
         """Write as ``.npz`` (arrays plus a JSON header; loadable without pickle)."""

@@ -141,16 +141,22 @@ def _fit_chat_turn(engine: SpeculativeEngine, conversation: Conversation, reques
     return FittedTurn(fitted.ids[reuse:], kept_tokens=kept, messages=fitted.messages, reused_tokens=reuse)
 
 
-def fit_user_message(engine: SpeculativeEngine, conversation: Conversation, turn) -> FittedTurn:
-    """A workload's chat turn (:class:`~memspec_ros.runtime.traces.Turn` with ``chat``): the user's
-    message, with the turn's system prompt, admitted and fitted to ``conversation`` as the node
-    does for a chat goal. Sending the system prompt on every turn renders the same conversation
-    (:func:`memspec_ros.runtime.chat.merged` keeps one)."""
-    chat = ChatTurn((ChatMessage("user", turn.prompt),), system_prompt=turn.system_prompt)
-    admission = admit(engine, chat, turn.max_new_tokens)
+def admit_workload_turn(engine: SpeculativeEngine, turn) -> TurnRequest:
+    """A workload turn (:class:`~memspec_ros.runtime.traces.Turn`) admitted as the node admits a goal:
+    its text, or (``chat``) its user message with its system prompt. Sending the system prompt on
+    every turn renders the same conversation (:func:`memspec_ros.runtime.chat.merged` keeps one).
+    Raises :class:`InvalidRequestError` with the reason when refused."""
+    prompt = ChatTurn((ChatMessage("user", turn.prompt),), system_prompt=turn.system_prompt) if turn.chat \
+        else turn.prompt
+    admission = admit(engine, prompt, turn.max_new_tokens)
     if admission.request is None:
-        raise InvalidRequestError(f"chat turn refused: {admission.problem}")
-    return fit_turn(engine, conversation, admission.request)
+        raise InvalidRequestError(f"turn refused: {admission.problem}")
+    return admission.request
+
+
+def fit_user_message(engine: SpeculativeEngine, conversation: Conversation, turn) -> FittedTurn:
+    """A workload's chat turn admitted and fitted to ``conversation`` (:func:`admit_workload_turn`)."""
+    return fit_turn(engine, conversation, admit_workload_turn(engine, turn))
 
 
 def answered(conversation: Conversation, fitted: FittedTurn, text: str) -> None:
@@ -163,5 +169,4 @@ def opening_ids(engine: SpeculativeEngine, turn) -> list[int]:
     a first prompt, or (a chat turn) its system prompt and user message rendered."""
     if not turn.chat:
         return engine.encode(turn.prompt)
-    system = [ChatMessage("system", turn.system_prompt)] if turn.system_prompt else []
-    return render_ids(engine, [*system, ChatMessage("user", turn.prompt)])
+    return list(admit_workload_turn(engine, turn).turn_ids)

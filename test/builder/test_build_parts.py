@@ -216,7 +216,7 @@ def test_drafts_are_saved_in_a_16_bit_targets_dtype(tmp_path: Path) -> None:
 
     from builder.user_inputs import write_target
     from memspec_ros.builder.draft_architecture import llama_config, parse_shape
-    from memspec_ros.builder.drafts_step import _export_draft
+    from memspec_ros.builder.drafts_step import DraftSettings, _export_draft
     from memspec_ros.builder.target_folder import check_target_folder
 
     target = check_target_folder(write_target(tmp_path / "target"))
@@ -226,11 +226,18 @@ def test_drafts_are_saved_in_a_16_bit_targets_dtype(tmp_path: Path) -> None:
         parse_shape("32x1"), vocab_size=target.logit_width, max_positions=64, bos_token_id=target.bos_token_id,
         eos_token_id=target.eos_token_id, pad_token_id=target.pad_token_id))
     draft.save_pretrained(tmp_path / "checkpoint")
-    full = _export_draft(tmp_path / "checkpoint", tmp_path / "fp32", target, "draft-x")
+    settings = DraftSettings()
+    full = _export_draft(tmp_path / "checkpoint", tmp_path / "fp32", target, "draft-x",
+                         dtype=settings.export_dtype(target))
     bf16_target = dataclasses.replace(target, stored_dtype="bfloat16")
-    half = _export_draft(tmp_path / "checkpoint", tmp_path / "bf16", bf16_target, "draft-x")
+    assert settings.export_dtype(bf16_target) == "bfloat16", "as the target is stored"
+    half = _export_draft(tmp_path / "checkpoint", tmp_path / "bf16", bf16_target, "draft-x",
+                         dtype=settings.export_dtype(bf16_target))
     assert json.loads((tmp_path / "bf16" / "config.json").read_text())["dtype"] == "bfloat16"
     assert half["bytes"] < 0.6 * full["bytes"]
+    # --save-dtype: an fp32 target's drafts written in bf16 (the default model set's are)
+    assert DraftSettings(save_dtype="bfloat16").export_dtype(target) == "bfloat16"
+    assert "save_dtype" not in DraftSettings(save_dtype="bfloat16").step_key(), "no training step reruns for it"
 
 
 def test_a_time_budget_takes_another_step_only_when_it_fits() -> None:
@@ -252,5 +259,5 @@ def test_a_build_made_before_subset_drafts_existed_keeps_its_step_keys() -> None
     from dataclasses import asdict
 
     plain = DraftSettings()
-    assert plain.step_key() == {k: v for k, v in asdict(plain).items() if k != "draft_vocab"}
+    assert plain.step_key() == {k: v for k, v in asdict(plain).items() if k not in ("draft_vocab", "save_dtype")}
     assert DraftSettings(draft_vocab=4096).step_key()["draft_vocab"] == 4096

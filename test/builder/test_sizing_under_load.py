@@ -18,7 +18,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from memspec_ros.builder.draft_architecture import Shape
-from memspec_ros.builder.draft_sizing import _monotone, choose_draft_shape
+from memspec_ros.builder.draft_sizing import _monotone, _without_outliers, choose_draft_shape
 from memspec_ros.builder.machine_load import busy_message
 from memspec_ros.builder.target_folder import TargetInfo
 
@@ -58,10 +58,22 @@ def test_a_busy_machine_gives_the_quiet_machines_shape_or_a_warning() -> None:
 
 
 def test_step_times_are_made_monotone_in_size() -> None:
-    """A larger shape measured faster than a smaller one (a busy spell hit the smaller) lowers it,
-    and one measured slow lifts nothing below it: no shape is chosen because a larger one was slow."""
+    """A smaller shape measured slower than a larger one (a busy spell hit the smaller) gets the larger
+    one's figure."""
     assert _monotone([5.0, 9.5, 4.2, 0.6]) == [5.0, 5.0, 4.2, 0.6]
     assert _monotone([2.0, 3.0, 1.0]) == [2.0, 2.0, 1.0]
+
+
+def test_a_shape_measured_far_above_the_line_through_the_others_is_an_outlier() -> None:
+    """A larger shape that caught a busy spell in most rounds cannot hand the choice to a smaller one:
+    its figure is replaced by the robust line's (step time grows with the draft's parameters)."""
+    sizes = [8_000_000, 4_000_000, 2_000_000, 1_000_000]
+    fixed, replaced = _without_outliers(sizes, [30.0, 4.1, 2.0, 1.1])
+    assert replaced == 1 and 7.0 < fixed[0] < 9.0 and fixed[1:] == [4.1, 2.0, 1.1]
+    middle, replaced = _without_outliers(sizes, [8.2, 20.0, 2.0, 1.0])
+    assert replaced == 1 and middle[1] < 5.0
+    clean, replaced = _without_outliers(sizes, [8.5, 4.0, 2.2, 0.9])
+    assert replaced == 0 and clean == [8.5, 4.0, 2.2, 0.9]
 
 
 def test_the_busy_warning_names_the_load_and_the_remedy() -> None:

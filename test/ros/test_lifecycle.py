@@ -9,6 +9,7 @@ from pathlib import Path
 
 from memspec_interfaces.msg import DraftResidency
 
+from memspec_ros.bundled_models import bundled_zoo_root
 from memspec_ros.ros.lifecycle_client import LifecycleClient
 from memspec_ros.ros.node_process import NodeProcess
 from memspec_ros.ros.qos import RESIDENCY_LOG_QOS
@@ -20,7 +21,10 @@ def test_full_lifecycle_across_processes(client_node) -> None:
     residency: list[DraftResidency] = []
     sub = client_node.create_subscription(DraftResidency, "/memspec/draft_residency", residency.append,
                                           RESIDENCY_LOG_QOS)
-    with NodeProcess(SHIPPED_PARAMS, overrides={"residency_period_s": 0.2}) as node:  # as shipped: num_threads auto
+    # as shipped (num_threads and dtype auto) but for the catalogue: the fast zoo for six transitions
+    # (test_real_model serves the shipped default catalogue)
+    with NodeProcess(SHIPPED_PARAMS, overrides={"residency_period_s": 0.2, "catalogue": str(bundled_zoo_root()),
+                                                "session_dir": ""}) as node:
         lc = LifecycleClient(client_node)
         assert lc.wait_for_services(60.0), node.log()
         assert lc.get_state() == "unconfigured"
@@ -29,6 +33,7 @@ def test_full_lifecycle_across_processes(client_node) -> None:
         assert lc.change_state("configure"), node.log()
         assert re.search(r"num_threads auto: \d+ torch thread\(s\) \(median speculative round: 1 -> ", node.log()), \
             node.log()
+        assert re.search(r"dtype auto: (float32|bfloat16) \(median target step", node.log()), node.log()
         time.sleep(1.0)  # five periods of the residency timer
         assert residency == [], "an inactive node published draft_residency"
         assert lc.change_state("activate"), node.log()

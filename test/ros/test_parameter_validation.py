@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from memspec_ros import knobs
-from memspec_ros.bundled_models import bundled_zoo_root
+from memspec_ros.bundled_models import bundled_zoo_root, default_model_set_root
 from memspec_ros.ros.parameters import (
     PARAMS,
     PARAMS_BY_NAME,
@@ -47,10 +47,13 @@ def test_the_defaults_are_valid(tmp_path) -> None:
     assert cfg.catalogue.target == (tmp_path / "target").resolve()
 
 
-def test_the_default_catalogue_is_the_bundled_zoo() -> None:
+def test_the_default_catalogue_is_the_default_model_set() -> None:
     cfg = validate(_defaults())
-    assert cfg.catalogue.source == (bundled_zoo_root() / "catalogue.yaml").resolve()
+    assert cfg.catalogue.source == (default_model_set_root() / "catalogue.yaml").resolve()
     assert "draft-general" in cfg.catalogue.draft_names and cfg.catalogue.predictor is not None
+    assert cfg["dtype"] == "auto"
+    zoo = validate(_defaults(catalogue=str(bundled_zoo_root())))  # the 17 M fixture: a catalogue:= choice
+    assert zoo.catalogue.source == (bundled_zoo_root() / "catalogue.yaml").resolve()
 
 
 @pytest.mark.parametrize(("name", "knob"), [("num_speculative_tokens", knobs.K),

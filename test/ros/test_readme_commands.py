@@ -51,9 +51,9 @@ def test_readme_command_line_section_works_as_shown(client_node, tmp_path) -> No
             script.append(command)
         # ROS_HOME: the session tokens memspec_generate remembers go to this test's folder.
         run = subprocess.run(["bash", "-e", "-c", "\n".join(script)], cwd=REPO, capture_output=True, text=True,
-                             timeout=600, env={**os.environ, "ROS_HOME": str(tmp_path)})
+                             timeout=900, env={**os.environ, "ROS_HOME": str(tmp_path)})
         assert run.returncode == 0, run.stdout + run.stderr + log.read_text()
-        assert "budget" in run.stdout and "draft-robot" in run.stdout, run.stdout  # the monitor's table
+        assert "budget" in run.stdout and "draft-commands" in run.stdout, run.stdout  # the monitor's table
         assert run.stdout.count("tokens/s:") == 2, run.stdout  # both generations printed their statistics
         # The second turn continued the first one's session: the tool sent the remembered token.
         assert json.loads((tmp_path / "memspec_session_tokens.json").read_text())["/memspec/generate"]["kitchen"]

@@ -53,6 +53,27 @@ def test_written_catalogues_read_back_and_stay_relative(world, tmp_path: Path) -
     assert models.draft("draft-robot").description == "robot talk"
 
 
+def test_the_predictors_validation_figures_travel_with_the_catalogue(world, tmp_path: Path) -> None:
+    """memspec_build predictor records how its predictor did beside the best fixed draft; the node warns on it."""
+    from memspec_ros.builder.predictor_step import weak_predictor_advice
+    from memspec_ros.runtime.catalogue_file import PredictorValidation
+
+    _catalogue(tmp_path, world)
+    (tmp_path / "p.safetensors").write_bytes(b"")
+    drafts = [DraftEntry("draft-robot", tmp_path / "draft-robot", "robot")]
+    weak = PredictorValidation(top1=0.53, regret=0.089, best_fixed_draft="draft-robot", best_fixed_regret=0.05)
+    path = write_catalogue_file(tmp_path / "set.yaml", target=tmp_path / "target", drafts=drafts,
+                                predictor=tmp_path / "p.safetensors", predictor_validation=weak)
+    loaded = load_catalogue_file(path).predictor_validation
+    assert loaded == weak and loaded.loses_to_fixed and "draft-robot" in loaded.describe()
+    assert not PredictorValidation(0.7, 0.02, "draft-robot", 0.05).loses_to_fixed
+    advice = weak_predictor_advice(weak, tmp_path)
+    assert "--time-budget-s" in advice and "static_draft: draft-robot" in advice and "0.089" in advice
+    path.write_text(path.read_text().replace("best_fixed_regret: 0.05", "best_fixed_regret: lots"))
+    with pytest.raises(CatalogueFileError, match="predictor_validation must map"):
+        load_catalogue_file(path)
+
+
 def test_the_bundled_zoo_is_a_catalogue() -> None:
     from memspec_ros.bundled_models import bundled_zoo_root
 

@@ -19,12 +19,12 @@ class Clock:
     def __init__(self) -> None:
         self.now = 0.0
 
-    def run(self, guard: ThroughputGuard, *, drafted: bool, tokens: int, seconds: float, turn: int = 0) -> bool:
+    def run(self, guard: ThroughputGuard, *, drafted: bool, tokens: int, seconds: float) -> bool:
         """One round as the guard asks for it; returns whether it was the guard's target-only round."""
         forced = guard.wants_target_round()
         if forced:
             drafted, tokens, seconds = False, 1, TARGET_S
-        guard.observe(forced=forced, drafted=drafted, emitted=tokens, start=self.now, seconds=seconds, turn=turn)
+        guard.observe(forced=forced, drafted=drafted, emitted=tokens, start=self.now, seconds=seconds)
         self.now += seconds
         return forced
 
@@ -88,9 +88,23 @@ def test_rounds_are_charged_from_one_start_to_the_next() -> None:
         forced = guard.wants_target_round()
         seconds = TARGET_S if forced else 0.04  # the round itself looks fast ...
         guard.observe(forced=forced, drafted=not forced, emitted=1 if forced else 2, start=clock.now,
-                      seconds=seconds, turn=0)
+                      seconds=seconds)
         clock.now += seconds + (0.0 if forced else 0.08)  # ... but a tick after it takes 80 ms
     assert guard.mode == GuardMode.FALLBACK
+
+
+def test_the_gap_between_turns_is_not_charged_to_a_round() -> None:
+    """A node serving one-shot goals idles between them and prefills the next prompt: neither is
+    decoding. The last round of a turn is charged its own seconds, so a policy that pays is not
+    made to look slower by the idle time after it (a 30 s gap once caused a fallback)."""
+    guard, clock = ThroughputGuard(), Clock()
+    for _ in range(5):  # five one-shot goals, 30 s apart
+        for _ in range(10):
+            clock.run(guard, drafted=True, tokens=3, seconds=0.1)
+        guard.end_turn()
+        clock.now += 30.0
+    assert guard.status().fallbacks == 0 and guard.mode == GuardMode.POLICY
+    assert guard.status().policy_tokens_per_s > 25
 
 
 def test_memspec_in_fallback_plans_no_loads_and_runs_target_only() -> None:

@@ -164,11 +164,18 @@ class _ManagedPolicy(Policy):
     def _observe(self, feedback: RoundFeedback, view: PolicyView) -> None:
         if self.guard is not None:
             self.guard.observe(forced=self._guarded_round, drafted=feedback.draft is not None and feedback.proposed > 0,
-                               emitted=feedback.emitted, start=view.now,
-                               seconds=feedback.seconds, turn=feedback.turn)
+                               emitted=feedback.emitted, start=view.now, seconds=feedback.seconds)
         if self._guarded_round:
             return  # the guard's round, not a draftless choice of the policy
         self._draftless_streak = self._draftless_streak + 1 if feedback.draft is None else 0
+
+    def new_turn(self, view: PolicyView) -> None:
+        """A new prompt arrived: the guard charges the last turn's final round its own time (the gap
+        since was idle time and prefill, not decoding)."""
+        with self._lock:
+            if self.guard is not None:
+                self.guard.end_turn()
+        super().new_turn(view)
 
     def guard_status(self) -> GuardStatus | None:
         """The do-no-harm guard's state (None: this policy runs unguarded)."""
@@ -176,14 +183,14 @@ class _ManagedPolicy(Policy):
             return self.guard.status() if self.guard is not None else None
 
     def _plan(self, view: PolicyView) -> SchedulePlan:
+        if self.guard is not None and not self.guard.allows_loads():
+            # Fallback: no loads (they take CPU from decoding), nothing evicted either, so a probe
+            # finds the drafts it had; no forecast either (no round would use it).
+            return SchedulePlan(want=tuple(view.resident), cancel=tuple(view.pending_loads),
+                                predictions=dict(self.utility))
         self._track_forecast_error(view)
         self.utility = self._utility(view)
         self._last_plan_round = view.round_index
-        if self.guard is not None and not self.guard.allows_loads():
-            # Fallback: no loads (they take CPU from decoding), nothing evicted either, so a probe
-            # finds the drafts it had.
-            return SchedulePlan(want=tuple(view.resident), cancel=tuple(view.pending_loads),
-                                predictions=dict(self.utility))
         want = working_set(view, self.utility, keep_bonus=self.keep_bonus, min_utility=self.min_utility,
                            if_loaded=self._net_of_loads(view))
         active = view.active
