@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from transformers import LlamaForCausalLM, PreTrainedModel
 
 from memspec_ros.builder.corpora import read_jsonl
-from memspec_ros.builder.drafts_step import MAX_PROMPT_DOC_CHARS
 from memspec_ros.builder.evaluation import greedy_continuation
+from memspec_ros.builder.prompts import MAX_DOC_CHARS as MAX_PROMPT_DOC_CHARS
 from memspec_ros.builder.prompts import make_prompts
 from training.corpora.build import corpus_path
 from training.data import token_stream

@@ -105,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "(Llama 3, Qwen2.5, Gemma 3). Still lossless: the target writes every token. "
                              "0 (default): the target's whole vocabulary")
     drafts.add_argument("--seed", type=int, default=0)
+    drafts.add_argument("--draft-from-target", type=int, default=0, metavar="LAYERS",
+                        help="start every draft as the target's embedding, its first LAYERS layers and its final "
+                             "norm, then train it as usual (Llama targets; the drafts get the target's width). "
+                             "0 (default): from random weights")
     drafts.add_argument("--save-dtype", choices=("bfloat16", "float16", "float32"), default=None,
                         help="the dtype the draft files are written in (default: the target's when it is stored "
                              "in 16 bits, else float32); bfloat16 halves them, the node computes in its own dtype")
@@ -160,6 +164,9 @@ def _drafts(args: argparse.Namespace) -> None:
     corpora = [read_corpus(domain, path, args.text_field, render_chat) for domain, path in sources.items()]
     if args.validation_checks < 0:
         raise BuildError(f"--validation-checks must be 0 (keep the last weights) or more, got {args.validation_checks}")
+    if args.draft_from_target < 0:
+        raise BuildError(f"--draft-from-target must be 0 (random weights) or a layer count, got "
+                         f"{args.draft_from_target}")
     if args.draft_vocab < 0:
         raise BuildError(f"--draft-vocab must be 0 (the whole vocabulary) or a token count, got {args.draft_vocab}")
     if target.path == args.out.expanduser().resolve():
@@ -169,7 +176,7 @@ def _drafts(args: argparse.Namespace) -> None:
                              max_positions=args.draft_max_positions, shape=shape, domain_shapes=per_domain,
                              specialists_from=args.specialists_from, general_units=args.general_share or 0.0,
                              validation_checks=args.validation_checks, draft_vocab=args.draft_vocab,
-                             seed=args.seed, save_dtype=args.save_dtype or "")
+                             seed=args.seed, save_dtype=args.save_dtype or "", init_layers=args.draft_from_target)
     build = run_drafts(target, corpora, args.out.expanduser().resolve(), settings, force=args.force,
                        resize=args.resize)
     print(f"[drafts] done: {len(build.drafts)} drafts in {args.out}; next: memspec_build predictor --out {args.out}",

@@ -146,6 +146,9 @@ class DraftSettings:
     training text (:mod:`memspec_ros.core.token_map`); 0, or at least the target's vocabulary:
     every token."""
     seed: int = 0
+    init_layers: int = 0
+    """Drafts start as the target's embedding, its first ``init_layers`` layers and its final norm
+    (:mod:`memspec_ros.builder.target_init`; a Llama target only); 0: from random weights."""
     save_dtype: str = ""
     """The dtype the drafts are saved in: ``bfloat16``, ``float16`` or ``float32``; empty: the target's
     own when it is stored in 16 bits, else float32. A bf16 draft is half the bytes (what a robot's
@@ -158,6 +161,8 @@ class DraftSettings:
         if not self.draft_vocab:
             del key["draft_vocab"]
         del key["save_dtype"]  # how a draft is written changes no training step (the export's key has it)
+        if not self.init_layers:
+            del key["init_layers"]
         return key
 
     def export_dtype(self, target: TargetInfo) -> str:
@@ -217,11 +222,21 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
         raise BuildError(f"specialists_from must be one of {', '.join(SPECIALISTS_FROM)}, got "
                          f"{settings.specialists_from!r}")
     overrides = _shape_overrides(settings, all_drafts)  # a bad --draft-shape fails before minutes of sizing
+    fixed = None
+    if settings.init_layers:
+        from memspec_ros.builder.target_init import target_shape
+        from memspec_ros.core.model_loading import load_config
+
+        if settings.shape or overrides:
+            raise BuildError("--draft-from-target sets the drafts' shape (the target's width, that many of its "
+                             "layers): leave --draft-shape out")
+        fixed = target_shape(load_config(target.path), settings.init_layers)
+    elif settings.shape:
+        fixed = parse_shape(settings.shape)
     # before anything is written: room for the smallest drafts; after sizing, for the chosen ones
     vocab = settings.draft_vocab_size(target)
-    _require_space(layout, target, corpora, parse_shape(settings.shape) if settings.shape else CANDIDATES[-1],
-                   len(all_drafts), vocab)
-    sizing = _sizing_step(ledger, layout, teacher, target, settings)
+    _require_space(layout, target, corpora, fixed or CANDIDATES[-1], len(all_drafts), vocab)
+    sizing = _sizing_step(ledger, layout, teacher, target, settings, fixed)
     shape = sizing.shape
     unused = set(overrides) >= set(all_drafts)
     print(f"[sizing] {sizing.summary()}" + (" (unused: every draft has its own --draft-shape)" if unused else ""),
@@ -325,7 +340,7 @@ def _check_target_slot(layout: OutputLayout, target: TargetInfo) -> None:
 
 
 def _sizing_step(ledger: StepLedger, layout: OutputLayout, teacher: Callable[[], PreTrainedModel], target: TargetInfo,
-                 settings: DraftSettings) -> SizingResult:
+                 settings: DraftSettings, fixed: Shape | None) -> SizingResult:
     machine = {"host": platform.node(), "cpu": platform.processor() or platform.machine(),
                "threads": torch.get_num_threads()}
     inputs = {"target": target.fingerprint, "k": settings.k, "shape": settings.shape, "machine": machine,
@@ -333,12 +348,14 @@ def _sizing_step(ledger: StepLedger, layout: OutputLayout, teacher: Callable[[],
     vocab = settings.draft_vocab_size(target)
     if vocab != target.logit_width:  # a key that full-vocabulary builds made before keeps matching
         inputs["draft_vocab_size"] = vocab
+    if settings.init_layers:
+        inputs["shape"] = asdict(fixed)
 
     def work() -> dict[str, object]:
         print(f"[sizing] measuring the target and candidate drafts on this machine ({machine['threads']} "
               "threads)", flush=True)
-        if settings.shape:
-            result = fixed_shape(parse_shape(settings.shape), teacher(), target, settings.k, vocab_size=vocab)
+        if fixed is not None:
+            result = fixed_shape(fixed, teacher(), target, settings.k, vocab_size=vocab)
         else:
             result = choose_draft_shape(teacher(), target, settings.k, vocab_size=vocab)
         layout.reports.mkdir(parents=True, exist_ok=True)
@@ -585,13 +602,21 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
         return WindowSampler(data, mix, seq_len, batch, seed + seed_offset)
 
     def pretrain(budget: float, _source: Path | None, out_dir: Path) -> dict[str, object]:
-        """Next-token training from scratch (a subset draft: on its own ids, rare tokens as 'other')."""
+        """Next-token training from scratch, or from the target's first layers (``init_layers``, at the
+        distillation's gentler rate: the weights are already good); a subset draft trains on its own ids,
+        rare tokens as 'other'."""
         torch.manual_seed(seed)
         vocab = token_map.draft_vocab_size if token_map is not None else target.logit_width
-        model = LlamaForCausalLM(llama_config(shape, vocab_size=vocab, max_positions=positions,
-                                              bos_token_id=target.bos_token_id, eos_token_id=target.eos_token_id,
-                                              pad_token_id=target.pad_token_id))
-        spec = TrainSpec(budget, settings.lr, settings.batch, settings.seq_len, seed, log_every=10**9)
+        if settings.init_layers:
+            from memspec_ros.builder.target_init import draft_from_target
+
+            model = draft_from_target(teacher(), settings.init_layers, positions, token_map)
+        else:
+            model = LlamaForCausalLM(llama_config(shape, vocab_size=vocab, max_positions=positions,
+                                                  bos_token_id=target.bos_token_id,
+                                                  eos_token_id=target.eos_token_id, pad_token_id=target.pad_token_id))
+        lr = settings.distill_lr if settings.init_layers else settings.lr
+        spec = TrainSpec(budget, lr, settings.batch, settings.seq_len, seed, log_every=10**9)
         table = None if token_map is None else token_map.target_to_draft.numpy().astype(np.int32)  # not int64: 4x
         own = data if table is None else {d: table[ids] for d, ids in data.items()}
         windows = WindowSampler(own, mix, settings.seq_len, settings.batch, seed)

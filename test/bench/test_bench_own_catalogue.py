@@ -52,7 +52,7 @@ def test_bench_runs_on_a_built_catalogue(built: Built, tmp_path: Path) -> None:
     assert shape_problems(results) == []
     config = results["config"]
     assert config["catalogue"] == {
-        "path": str(catalogue), "bundled": False, "prompts": str(prompts), "home_domain": "robot",
+        "path": str(catalogue), "bundled": False, "model_set": None, "prompts": str(prompts), "home_domain": "robot",
         "domains": {"draft-robot": "robot", "draft-code": "code", "draft-math": "math", "draft-general": "general"}}
     assert config["models"]["target"]["path"] == str((built.out / "target").resolve())
     assert f"--catalogue {built.out.resolve()}" in config["commands"]["python"]

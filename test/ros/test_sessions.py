@@ -47,9 +47,10 @@ def first(client_node: Node, params_file: Path, tmp_path_factory: pytest.TempPat
     gen = GenerateClient(client_node)
     sessions = SessionClient(client_node, tokens=gen.session_tokens)
     assert gen.wait_for_server(30.0) and sessions.wait_for_services(), node.log()
-    try:  # "dir": where node /memspec keeps its files (a folder per node name)
-        yield {"node": node, "gen": gen, "sessions": sessions, "base": session_dir, "dir": session_dir / "memspec",
-               "params": params_file}
+    domain = f"domain_{int(os.environ.get('ROS_DOMAIN_ID') or 0)}"
+    try:  # "dir": where node /memspec keeps its files (a folder per ROS domain and node name)
+        yield {"node": node, "gen": gen, "sessions": sessions, "base": session_dir,
+               "dir": session_dir / domain / "memspec", "params": params_file}
     finally:
         sessions.destroy()
         gen.destroy()
@@ -167,7 +168,7 @@ def test_cli_chat_over_a_pipe_streams_cancels_and_keeps_the_session(first, zoo_e
 
 def test_sigkill_mid_turn_loses_only_that_turn(first, client_node, zoo_engine) -> None:
     gen, node, session_dir = first["gen"], first["node"], first["dir"]
-    assert sorted(p.name for p in first["base"].iterdir()) == ["memspec"]
+    assert [p.relative_to(first["base"]) for p in first["base"].glob("*/*")] == [session_dir.relative_to(first["base"])]
     # A chat session and a prompt session, two completed turns each.
     users = ("Pick up the red cup", "Go to the kitchen", "Bring it to the office")
     history: list[Message] = []
