@@ -34,7 +34,8 @@ from transformers import GenerationConfig
 from memspec_ros.runtime import CostModel
 
 from .engine_bench import assistant_config
-from .measures import RunMeasure
+from .measures import RunMeasure, with_check
+from .output_check import OutputCheck, check_outputs
 from .testbed import Testbed
 from .trace_cache import DialogueTraces
 
@@ -99,17 +100,17 @@ def assisted_generate(testbed: Testbed, ids: list[int], max_new_tokens: int, ass
     return out[0, len(ids):].tolist(), time.perf_counter() - start
 
 
-def _over_conversations(trace: DialogueTraces, generate) -> tuple[float, int, bool]:
+def _over_conversations(testbed: Testbed, trace: DialogueTraces, generate) -> tuple[float, int, OutputCheck]:
     """``generate(context, max_new_tokens) -> (tokens, seconds)`` for every turn, each conversation's
-    context rebuilt from the trace as a stateless client would send it; (seconds, tokens, identical)."""
-    wall, tokens, identical = 0.0, 0, True
+    context rebuilt from the trace as a stateless client would send it; (seconds, tokens, the check
+    of the outputs against the trace's)."""
+    wall, outputs = 0.0, []
     for conv in trace.conversations:
         for turn, context in conv.turn_contexts():
             out, seconds = generate(context, turn.max_new_tokens)
             wall += seconds
-            tokens += len(out)
-            identical &= out == turn.output_ids
-    return wall, tokens, identical
+            outputs.append(out)
+    return wall, sum(map(len, outputs)), check_outputs(testbed.engine.target, trace, outputs)
 
 
 def run_hf_assisted(testbed: Testbed, trace: DialogueTraces, draft: str, k: int, cost: CostModel,
@@ -124,23 +125,23 @@ def run_hf_assisted(testbed: Testbed, trace: DialogueTraces, draft: str, k: int,
     saved = assistant.generation_config
     assistant.generation_config = assistant_config(saved, k, schedule)
     try:
-        wall, tokens, identical = _over_conversations(
-            trace, lambda ids, n: assisted_generate(testbed, ids, n, assistant))
+        wall, tokens, check = _over_conversations(
+            testbed, trace, lambda ids, n: assisted_generate(testbed, ids, n, assistant))
     finally:
         assistant.generation_config = saved
     rounds = single_draft_rounds(trace, draft, cost, k, schedule)
-    return RunMeasure(session=trace.name, tokens=tokens, wall_s=wall, rounds=rounds.rounds, proposed=rounds.proposed,
-                      accepted=rounds.accepted, peak_memory_bytes=testbed.catalogue.get(draft).size_bytes,
-                      outputs_identical=identical)
+    return with_check(RunMeasure(session=trace.name, tokens=tokens, wall_s=wall, rounds=rounds.rounds,
+                                 proposed=rounds.proposed, accepted=rounds.accepted,
+                                 peak_memory_bytes=testbed.catalogue.get(draft).size_bytes), check)
 
 
 def run_hf_prompt_lookup(testbed: Testbed, trace: DialogueTraces, tokens: int) -> RunMeasure:
     """transformers' prompt-lookup decoding (``prompt_lookup_num_tokens``): n-gram proposals copied
     from the context, no draft model, verified by the target as usual (greedy: lossless). Rounds
     are not reported by ``generate``; the time and the output are measured."""
-    wall, total, identical = _over_conversations(
-        trace, lambda ids, n: assisted_generate(testbed, ids, n, prompt_lookup_num_tokens=tokens))
-    return RunMeasure(session=trace.name, tokens=total, wall_s=wall, outputs_identical=identical)
+    wall, total, check = _over_conversations(
+        testbed, trace, lambda ids, n: assisted_generate(testbed, ids, n, prompt_lookup_num_tokens=tokens))
+    return with_check(RunMeasure(session=trace.name, tokens=total, wall_s=wall), check)
 
 
 def warm_up_hf(testbed: Testbed, trace: DialogueTraces, draft: str, k: int) -> None:

@@ -45,6 +45,10 @@ class RunMeasure:
     of the target's output tokens it reproduced, each turn up to its first difference."""
     guard_fallbacks: int = 0
     """Times the policy's do-no-harm guard fell back to target-only decoding in this run."""
+    tie_turns: int = 0
+    """Turns whose output first departs from the target's at a tie of low precision (:mod:`bench.output_check`)."""
+    mismatched_turns: int = 0
+    """Turns whose output departs from the target's where the target does not tie: not lossless."""
     guard_fallback_rounds: int = 0
     """Rounds the guard ran target-only in fallback."""
 
@@ -52,6 +56,13 @@ class RunMeasure:
     def tokens_per_s(self) -> float:
         """Tokens per second of this session."""
         return self.tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def with_check(measure: RunMeasure, check) -> RunMeasure:
+    """``measure`` with the result of :func:`bench.output_check.check_outputs` for its outputs."""
+    measure.outputs_identical = check.exact
+    measure.tie_turns, measure.mismatched_turns = check.ties, check.mismatched
+    return measure
 
 
 def measure_reports(session: str, reports: Sequence[GenerationReport], *, peak_memory_bytes: int,
@@ -94,6 +105,8 @@ class PolicySummary:
     target_only_round_fraction: float | None = None
     output_agreement: float | None = None
     """Token-weighted :attr:`RunMeasure.agreement` (peers that cannot be token-exact)."""
+    output_ties: int = 0
+    output_mismatches: int = 0
     guard_fallbacks: int = 0
     guard_fallback_round_fraction: float | None = None
     """Share of the rounds the do-no-harm guard ran target-only in fallback (policies with a guard)."""
@@ -129,7 +142,8 @@ def summarize(runs: Sequence[RunMeasure]) -> PolicySummary:
         load_round_ratio=statistics.fmean(ratios) if ratios else None,
         predictor_fraction=max(fractions) if fractions else None,
         target_only_round_fraction=sum(r.target_only_rounds for r in runs) / rounds if rounds and proposed else None,
-        output_agreement=_agreement(runs), guard_fallbacks=sum(r.guard_fallbacks for r in runs),
+        output_agreement=_agreement(runs), output_ties=sum(r.tie_turns for r in runs),
+        output_mismatches=sum(r.mismatched_turns for r in runs), guard_fallbacks=sum(r.guard_fallbacks for r in runs),
         guard_fallback_round_fraction=sum(r.guard_fallback_rounds for r in runs) / rounds
         if rounds and any(r.guard_fallbacks for r in runs) else None)
 

@@ -19,7 +19,8 @@ from memspec_ros.runtime.conversation import Conversation
 from memspec_ros.runtime.traces import Turn
 from memspec_ros.runtime.turns import admit_workload_turn, answered, fit_user_message
 
-from .measures import RunMeasure, measure_reports
+from .measures import RunMeasure, measure_reports, with_check
+from .output_check import check_outputs
 from .policy_factory import PolicyFactory
 from .testbed import Testbed
 from .trace_cache import ConversationCursor, DialogueTraces
@@ -64,10 +65,10 @@ def run_policy(testbed: Testbed, session: ScriptedDialogue, traces: DialogueTrac
         guard = runtime.policy.guard_status()
     finally:
         runtime.close()
-    identical = [r.output_ids for r in reports] == [t.output_ids for t in traces.turns]
-    measure = measure_reports(session.name, reports, peak_memory_bytes=peak[0],
-                              outputs_identical=identical, load_round_ratio=stats.load_round_ratio,
-                              predictor_fraction=stats.predictor_fraction)
+    measure = with_check(measure_reports(session.name, reports, peak_memory_bytes=peak[0],
+                                         load_round_ratio=stats.load_round_ratio,
+                                         predictor_fraction=stats.predictor_fraction),
+                         check_outputs(testbed.engine.target, traces, [r.output_ids for r in reports]))
     if guard is not None:
         measure.guard_fallbacks, measure.guard_fallback_rounds = guard.fallbacks, guard.fallback_rounds
     return measure, reports
@@ -95,5 +96,5 @@ def run_target_only(engine: SpeculativeEngine, session: ScriptedDialogue, traces
             verify += sum(st.verify_seconds for st in conv.stats)
             outputs.append(list(conv.output_ids))
     tokens = sum(len(o) for o in outputs)
-    return RunMeasure(session=session.name, tokens=tokens, wall_s=wall, rounds=rounds, verify_s=verify,
-                      outputs_identical=outputs == [t.output_ids for t in traces.turns])
+    return with_check(RunMeasure(session=session.name, tokens=tokens, wall_s=wall, rounds=rounds, verify_s=verify),
+                      check_outputs(engine.target, traces, outputs))

@@ -76,6 +76,8 @@ def setting_entry(threads: int, headline: Headline, calibration: Calibration) ->
             "best_adaptive_baseline": best,
             "load_round_ratio": statistics.fmean(ratios) if ratios else None,
             "outputs_identical": all(s.outputs_identical is not False for s in headline.summaries.values()),
+            "outputs_lossless": all(not s.output_mismatches and s.output_agreement is None
+                                    for s in headline.summaries.values() if s.outputs_identical is not None),
             "simulator_validation": validation,
             "simulator_worst": {"policy": worst, "error": errors[worst] if worst else None,
                                 "within_tolerance": all(abs(e) <= SIM_TOLERANCE for e in errors.values())},

@@ -82,8 +82,8 @@ class GuardStatus:
 class ThroughputGuard:
     """Measures a policy against target-only decoding and falls back when it loses (see module doc)."""
 
-    def __init__(self, *, window_rounds: int = 24, min_rounds: int = 12, baseline_rounds: int = 8,
-                 baseline_every: int = 96, initial_baseline: int = 2, fallback_margin: float = 0.02,
+    def __init__(self, *, window_rounds: int = 24, min_rounds: int = 24, baseline_rounds: int = 8,
+                 baseline_every: int = 96, initial_baseline: int = 2, fallback_margin: float = 0.03,
                  resume_margin: float = 0.03, probe_rounds: int = 12, first_probe_after: int = 32,
                  max_probe_after: int = 1024) -> None:
         self.window_rounds = window_rounds

@@ -3,7 +3,9 @@
 Everything else in the suite runs on the 17 M zoo (fast); this is the one test of what a robot
 team gets when it switches the node on: the shipped params file (default catalogue, ``dtype:
 auto``, ``num_threads: 0``), a chat goal, and the answer checked against transformers' own greedy
-``generate()`` of the same target in the dtype the node chose (its log says which).
+``generate()`` of the same target in the dtype the node chose (its log says which): token for
+token, or in bfloat16 up to a tie (the first difference is where the target rates both tokens
+within two bf16 steps of each other: :mod:`memspec_ros.core.greedy_ties`).
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ SYSTEM = "You are a helpful home service robot. Keep your answers short and clea
 QUESTIONS = ("What is the capital of France?", "Write a Python function that reverses a list.")
 
 
-def _reference(dtype: torch.dtype, messages: list[dict], max_new_tokens: int) -> str:
+def _check_against_reference(dtype: torch.dtype, messages: list[dict], answer: str, max_new_tokens: int) -> None:
+    """The node's ``answer`` is transformers' greedy answer, or departs from it only at a tie."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from memspec_ros.core.greedy_ties import divergence
 
     target = default_model_set_root() / "target"
     tok = AutoTokenizer.from_pretrained(target)
@@ -32,7 +37,13 @@ def _reference(dtype: torch.dtype, messages: list[dict], max_new_tokens: int) ->
     ids = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
     with torch.inference_mode():
         out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False)
-    return tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+    reference = out[0, ids["input_ids"].shape[1]:].tolist()
+    expected = tok.decode(reference, skip_special_tokens=True)
+    if answer == expected:
+        return
+    ours = tok(answer, add_special_tokens=False)["input_ids"]
+    found = divergence(model, ids["input_ids"][0].tolist(), reference, ours)
+    assert found is not None and found.is_tie, (answer, expected, found)
 
 
 def test_the_shipped_configuration_serves_the_real_model_losslessly(client_node) -> None:
@@ -55,7 +66,6 @@ def test_the_shipped_configuration_serves_the_real_model_losslessly(client_node)
                                           max_new_tokens=32, session_id="real"), timeout_s=300)
             assert call.succeeded, (call.result, node.log())
             messages.append({"role": "user", "content": question})
-            expected = _reference(dtype, messages, 32)
-            assert call.result.text == expected, (question, call.result.text, expected)
+            _check_against_reference(dtype, messages, call.result.text, 32)
             messages.append({"role": "assistant", "content": call.result.text})
         gen.destroy()

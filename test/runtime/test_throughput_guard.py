@@ -35,7 +35,7 @@ def _slow_policy_rounds(guard: ThroughputGuard, clock: Clock, n: int) -> int:
 
 
 def test_a_policy_slower_than_target_only_falls_back_and_stops_loading() -> None:
-    guard, clock = ThroughputGuard(), Clock()
+    guard, clock = ThroughputGuard(min_rounds=12), Clock()
     forced = _slow_policy_rounds(guard, clock, 12)
     assert forced == 0 and guard.mode == GuardMode.POLICY, "the policy runs freely until it has a record"
     forced = _slow_policy_rounds(guard, clock, 4)
@@ -48,7 +48,7 @@ def test_a_policy_slower_than_target_only_falls_back_and_stops_loading() -> None
 
 
 def test_probes_back_off_while_they_lose_and_a_paying_probe_resumes() -> None:
-    guard, clock = ThroughputGuard(first_probe_after=32, probe_rounds=12), Clock()
+    guard, clock = ThroughputGuard(min_rounds=12, first_probe_after=32, probe_rounds=12), Clock()
     _slow_policy_rounds(guard, clock, 16)
     assert guard.mode == GuardMode.FALLBACK
     assert _slow_policy_rounds(guard, clock, 32) == 32, "the guard answers with target-only rounds"
@@ -84,7 +84,7 @@ def test_rounds_are_charged_from_one_start_to_the_next() -> None:
     """A round's cost includes what follows it before the next round starts (the scheduler's
     tick, the predictor): the guard charges start-to-start, not the round's own seconds."""
     guard, clock = ThroughputGuard(), Clock()
-    for _ in range(16):
+    for _ in range(28):
         forced = guard.wants_target_round()
         seconds = TARGET_S if forced else 0.04  # the round itself looks fast ...
         guard.observe(forced=forced, drafted=not forced, emitted=1 if forced else 2, start=clock.now,
@@ -116,7 +116,7 @@ def test_memspec_in_fallback_plans_no_loads_and_runs_target_only() -> None:
     plan = policy.plan(stage.view())
     assert CODE in plan.want, "normally the forecast draft is prefetched"
     clock = Clock()
-    _slow_policy_rounds(policy.guard, clock, 16)
+    _slow_policy_rounds(policy.guard, clock, 28)  # the default guard wants 24 rounds of evidence
     assert policy.guard_status().mode == GuardMode.FALLBACK
     plan = policy.plan(stage.view())
     assert set(plan.want) == {GENERAL} and not plan.cancel, "no loads in fallback; the resident draft stays"
