@@ -60,8 +60,8 @@ bench-quick: setup
 WEAK_SET := .cache/weak_smollm2
 
 bench-do-no-harm: setup
-	@test -d $(SMOLLM2_CORPORA) || $(ENV) python -m training.smollm2.answers --target models/smollm2/target \
-		--out $(SMOLLM2_CORPORA)
+	@if [ ! -d $(SMOLLM2_CORPORA) ]; then $(ENV) python -m training.smollm2.answers \
+		--target models/smollm2/target --out $(SMOLLM2_CORPORA); fi
 	@$(ENV) memspec_build drafts --target models/smollm2/target --corpora $(SMOLLM2_CORPORA) --out $(WEAK_SET) \
 		--draft-vocab 8192 --time-budget-s 60 --draft-shape 320x2
 	@$(ENV) memspec_build predictor --out $(WEAK_SET) --time-budget-s 240 --sessions 8

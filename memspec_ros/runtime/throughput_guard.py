@@ -135,11 +135,18 @@ class ThroughputGuard:
         self._step()
 
     def end_turn(self) -> None:
-        """A turn ended (a new one begins): its last round is charged its own seconds."""
+        """A turn ended (a new one begins): its last round is charged its own seconds.
+
+        A new prompt often brings a new topic, where drafts that lost on the last one may pay: a
+        fallback that has not yet failed a probe twice in a row probes at once instead of waiting out
+        its rounds. After two failed probes the waits rule (a model set that never pays would
+        otherwise pay for a probe every turn)."""
         if self._pending is not None:
             p_forced, p_drafted, p_tokens, _, p_seconds = self._pending
             self._account(p_forced, p_drafted, p_tokens, p_seconds)
             self._pending = None
+        if self.mode == GuardMode.FALLBACK and self._probe_after <= 2 * self.first_probe_after:
+            self._enter(GuardMode.PROBE)
 
     def _account(self, forced: bool, drafted: bool, tokens: int, seconds: float) -> None:
         if seconds <= 0:

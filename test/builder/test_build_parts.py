@@ -254,10 +254,11 @@ def test_a_time_budget_takes_another_step_only_when_it_fits() -> None:
 
 
 def test_a_build_made_before_subset_drafts_existed_keeps_its_step_keys() -> None:
-    """``draft_vocab`` at its default is not part of the training steps' keys: adding the option
-    must not retrain every earlier build; set, it is (a new subset retrains)."""
+    """``draft_vocab`` and ``init_layers`` at their defaults are not part of the training steps'
+    keys: adding an option must not retrain every earlier build; set, it is (a new subset retrains)."""
     from dataclasses import asdict
 
     plain = DraftSettings()
-    assert plain.step_key() == {k: v for k, v in asdict(plain).items() if k not in ("draft_vocab", "save_dtype")}
+    assert plain.step_key() == {k: v for k, v in asdict(plain).items() if k not in ("draft_vocab", "save_dtype", "init_layers")}
     assert DraftSettings(draft_vocab=4096).step_key()["draft_vocab"] == 4096
+    assert DraftSettings(init_layers=2).step_key()["init_layers"] == 2

@@ -107,6 +107,22 @@ def test_the_gap_between_turns_is_not_charged_to_a_round() -> None:
     assert guard.status().policy_tokens_per_s > 25
 
 
+def test_a_new_turn_probes_at_once_until_probes_have_failed_twice() -> None:
+    """A new prompt may bring a topic the drafts suit; a model set that never pays is not probed every turn."""
+    guard, clock = ThroughputGuard(min_rounds=12), Clock()
+    _slow_policy_rounds(guard, clock, 16)
+    assert guard.mode == GuardMode.FALLBACK
+    guard.end_turn()
+    assert guard.mode == GuardMode.PROBE, "the next turn probes at once"
+    _slow_policy_rounds(guard, clock, 13)
+    assert guard.mode == GuardMode.FALLBACK
+    guard.end_turn()
+    assert guard.mode == GuardMode.PROBE, "after one failed probe, still at once"
+    _slow_policy_rounds(guard, clock, 13)
+    guard.end_turn()
+    assert guard.mode == GuardMode.FALLBACK, "after two, the growing waits rule"
+
+
 def test_memspec_in_fallback_plans_no_loads_and_runs_target_only() -> None:
     stage = Stage(budget_drafts=2)
     predictor = constant_predictor({GENERAL: 0.3, CODE: 0.9, LEGAL: 0.1}, stage.names)
