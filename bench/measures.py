@@ -49,6 +49,10 @@ class RunMeasure:
     """Turns whose output first departs from the target's at a tie of low precision (:mod:`bench.output_check`)."""
     mismatched_turns: int = 0
     """Turns whose output departs from the target's where the target does not tie: not lossless."""
+    largest_tie: float = 0.0
+    """Largest margin (logits) between the two tokens of a departure counted as a tie."""
+    smallest_mismatch: float | None = None
+    """Smallest margin (logits) of a departure that was not a tie."""
     guard_fallback_rounds: int = 0
     """Rounds the guard ran target-only in fallback."""
 
@@ -62,6 +66,7 @@ def with_check(measure: RunMeasure, check) -> RunMeasure:
     """``measure`` with the result of :func:`bench.output_check.check_outputs` for its outputs."""
     measure.outputs_identical = check.exact
     measure.tie_turns, measure.mismatched_turns = check.ties, check.mismatched
+    measure.largest_tie, measure.smallest_mismatch = check.largest_tie, check.smallest_mismatch
     return measure
 
 
@@ -107,6 +112,8 @@ class PolicySummary:
     """Token-weighted :attr:`RunMeasure.agreement` (peers that cannot be token-exact)."""
     output_ties: int = 0
     output_mismatches: int = 0
+    largest_tie: float = 0.0
+    smallest_mismatch: float | None = None
     guard_fallbacks: int = 0
     guard_fallback_round_fraction: float | None = None
     """Share of the rounds the do-no-harm guard ran target-only in fallback (policies with a guard)."""
@@ -143,7 +150,10 @@ def summarize(runs: Sequence[RunMeasure]) -> PolicySummary:
         predictor_fraction=max(fractions) if fractions else None,
         target_only_round_fraction=sum(r.target_only_rounds for r in runs) / rounds if rounds and proposed else None,
         output_agreement=_agreement(runs), output_ties=sum(r.tie_turns for r in runs),
-        output_mismatches=sum(r.mismatched_turns for r in runs), guard_fallbacks=sum(r.guard_fallbacks for r in runs),
+        output_mismatches=sum(r.mismatched_turns for r in runs),
+        largest_tie=max((r.largest_tie for r in runs), default=0.0),
+        smallest_mismatch=min((r.smallest_mismatch for r in runs if r.smallest_mismatch is not None), default=None),
+        guard_fallbacks=sum(r.guard_fallbacks for r in runs),
         guard_fallback_round_fraction=sum(r.guard_fallback_rounds for r in runs) / rounds
         if rounds and any(r.guard_fallbacks for r in runs) else None)
 

@@ -145,8 +145,10 @@ def _headline_section(r: Results) -> list[str]:
             "bytes loading or resident at once (in-memory footprints); load/round: the runtime's own measurement "
             "in that configuration's runs (mean load over mean round). Output = target's: every turn compared with "
             "the exact trace of the target's greedy output; in bfloat16 a turn may first depart from it where two "
-            "tokens tie within two bf16 steps of the target's logits (scored again there), which the verification "
-            "pass and a one-token step may break differently: 'yes up to N ties' (bench/output_check.py). "
+            "tokens tie within 16 bf16 steps of the target's logits (scored again there; twice the largest "
+            "difference between batchings measured, memspec_ros/core/greedy_ties.py), which the verification "
+            "pass and a one-token step may break differently: 'yes up to N ties' with the largest tie's margin in "
+            "logits; NO gives the smallest margin of a departure that was not a tie (bench/output_check.py). "
             "llama.cpp runs the original 4-bit GGUF with "
             "its own kernels, so its output cannot be the target's token for token: its column gives the share of "
             "the target's tokens it reproduced, each turn up to its first difference.", "",
@@ -160,9 +162,10 @@ def _output_cell(p: Mapping[str, Any]) -> str:
     if p.get("output_agreement") is not None:
         return f"{p['output_agreement']:.0%} agree"
     if p.get("output_mismatches"):
-        return f"NO ({p['output_mismatches']} turn(s))"
+        margin = p.get("smallest_mismatch")
+        return f"NO ({p['output_mismatches']} turn(s)" + (f", margin {margin:.3g}" if margin is not None else "") + ")"
     if p.get("output_ties"):
-        return f"yes up to {p['output_ties']} tie(s)"
+        return f"yes up to {p['output_ties']} tie(s) (<= {p.get('largest_tie', 0.0):.3g})"
     return {True: "yes", False: "NO", None: "-"}[p.get("outputs_identical")]
 
 

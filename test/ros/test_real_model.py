@@ -5,7 +5,7 @@ team gets when it switches the node on: the shipped params file (default catalog
 auto``, ``num_threads: 0``), a chat goal, and the answer checked against transformers' own greedy
 ``generate()`` of the same target in the dtype the node chose (its log says which): token for
 token, or in bfloat16 up to a tie (the first difference is where the target rates both tokens
-within two bf16 steps of each other: :mod:`memspec_ros.core.greedy_ties`).
+within a tie of each other: :mod:`memspec_ros.core.greedy_ties`).
 """
 
 from __future__ import annotations
