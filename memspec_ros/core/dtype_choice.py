@@ -72,7 +72,7 @@ def _round_ms(model: PreTrainedModel, context: list[int], k: int, reps: int) -> 
     return statistics.median(times)
 
 
-def choose_dtype(model: PreTrainedModel, k: int = 4, *, repeats: int = 3, reps: int = 4) -> tuple[PreTrainedModel,
+def choose_dtype(model: PreTrainedModel, k: int = 4, *, repeats: int = 2, reps: int = 3) -> tuple[PreTrainedModel,
                                                                                                   DtypeChoice]:
     """Time ``model`` (loaded in float32) and a bfloat16 copy of it; return the faster and the choice.
 

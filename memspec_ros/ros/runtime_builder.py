@@ -8,6 +8,7 @@ already built: configure must leave nothing behind (threads, memory) when it fai
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -88,6 +89,7 @@ def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> Buil
     models = config.catalogue
     roots = [models.root]
     auto = config["dtype"] == "auto"
+    t0 = time.monotonic()
     try:
         tokenizer = load_tokenizer(models.target, allowed_roots=roots)
         target = load_causal_lm(
@@ -97,9 +99,14 @@ def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> Buil
         require_rollback(target, models.target)
     except ModelLoadError as exc:
         raise ConfigError(f"parameter 'catalogue': target of {models.source}: {exc}") from exc
+    # Each phase's time is logged: on a busy robot computer configure can take minutes, and the
+    # operator (or a launch file's timeout) should see where they went.
+    log.info("configure: target loaded in %.1f s", time.monotonic() - t0)
     dtype_choice = None
     if auto and config["device"] == "cpu":
+        t0 = time.monotonic()
         target, dtype_choice = choose_dtype(target, config["num_speculative_tokens"])
+        log.info("configure: dtype auto timed in %.1f s", time.monotonic() - t0)
     elif auto:  # a GPU: bf16 where it has it (timing would need device syncs; the answer is known)
         target = target.to(torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32)
     dtype = next(target.parameters()).dtype if auto else _DTYPES[config["dtype"]]
@@ -137,7 +144,9 @@ def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> Buil
     materialize = make_materializer(catalogue, dtype=dtype, device=config["device"])
     threads = None
     if not config["num_threads"]:
+        t0 = time.monotonic()
         threads = choose_threads(engine, catalogue, budget, materialize, config["num_speculative_tokens"])
+        log.info("configure: threads auto timed in %.1f s", time.monotonic() - t0)
     runtime = DraftRuntime(engine, catalogue, budget, policy, runtime_config(config), materialize=materialize)
     return BuiltRuntime(runtime=runtime, unusable=unusable, threads=threads, dtype=dtype, dtype_choice=dtype_choice)
 

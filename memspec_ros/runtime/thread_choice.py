@@ -14,6 +14,8 @@ measures exactly the thread count a node on the same machine would run with.
 
 from __future__ import annotations
 
+import time
+
 from memspec_ros.core.engine import SpeculativeEngine
 from memspec_ros.core.thread_tuning import ThreadChoice, fastest_thread_count, pick_fastest
 
@@ -24,9 +26,10 @@ from .runtime import DraftRuntime, RuntimeConfig
 
 PROBE_PROMPT = "The robot looked at the table and said"
 """Any text works: only the time of the rounds counts, not what they decode."""
-PROBE_TOKENS = 40
-"""Tokens per timed turn (15-20 rounds with a useful draft, 40 without): four timed turns keep
-configure within a few seconds on a small model."""
+PROBE_TOKENS = 24
+"""Tokens per timed turn (10-15 rounds with a useful draft, 24 without): four timed turns keep
+configure within a few seconds on a small model, and within a minute for the 135 M default target
+on a busy 2-core machine (40 tokens took 55 s there, at a load average of 3.5)."""
 
 
 def choose_threads(engine: SpeculativeEngine, catalogue: Catalogue, budget: Budget, materialize: Materializer,
@@ -51,8 +54,15 @@ def choose_threads(engine: SpeculativeEngine, catalogue: Catalogue, budget: Budg
         runtime.warm_up()
         runtime.generate(prompt, tokens)  # untimed: first-call initialisation
 
-        def runtime_rounds(_threads: int, _slow_s: float) -> float:
-            report = runtime.generate(prompt, tokens)
+        def runtime_rounds(_threads: int, slow_s: float) -> float:
+            # A count already twice as slow as the best (an oversubscribed CPU makes extra OpenMP
+            # threads wait on each other) is stopped once its rounds could no longer catch up.
+            start, cap = time.monotonic(), slow_s * tokens
+
+            def too_slow() -> bool:
+                return time.monotonic() - start > cap
+
+            report = runtime.generate(prompt, tokens, should_stop=too_slow)
             return report.wall_s / max(1, report.rounds)
 
         return pick_fastest(runtime_rounds)
