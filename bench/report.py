@@ -11,6 +11,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from memspec_ros.core.greedy_ties import TIE_STEPS
 from memspec_ros.runtime import ADAPTIVE_BASELINES
 
 from .plots import SWEEP_PLOTS, ordered_names
@@ -145,7 +148,8 @@ def _headline_section(r: Results) -> list[str]:
             "bytes loading or resident at once (in-memory footprints); load/round: the runtime's own measurement "
             "in that configuration's runs (mean load over mean round). Output = target's: every turn compared with "
             "the exact trace of the target's greedy output; in bfloat16 a turn may first depart from it where two "
-            "tokens tie within 16 bf16 steps of the target's logits (scored again there; twice the largest "
+            f"tokens tie within {TIE_STEPS[torch.bfloat16]} bf16 steps of the target's logits (scored again there; "
+            "twice the largest "
             "difference between batchings measured, memspec_ros/core/greedy_ties.py), which the verification "
             "pass and a one-token step may break differently: 'yes up to N ties' with the largest tie's margin in "
             "logits; NO gives the smallest margin of a departure that was not a tie (bench/output_check.py). "

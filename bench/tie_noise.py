@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 import torch
 
 from memspec_ros.bundled_models import default_model_set_root
-from memspec_ros.core.greedy_ties import RESOLUTION_BITS
+from memspec_ros.core.greedy_ties import resolution
 from memspec_ros.core.model_loading import configure_threads, load_causal_lm, load_tokenizer
 from memspec_ros.core.scorer import TargetScorer
 
@@ -47,7 +46,7 @@ def margin_shifts(model, prompt_ids: list[int], new_tokens: int) -> list[tuple[f
     feed = [prompt_ids[-1], *generated[:-1]]
     block_rows = [r for i in range(0, len(feed), BLOCK) for r in block.score(feed[i:i + BLOCK]).logits]
     whole = model(input_ids=torch.tensor([prompt_ids + generated[:-1]])).logits[0, len(prompt_ids) - 1:].float()
-    bits = RESOLUTION_BITS.get(next(model.parameters()).dtype, 24)
+    dtype = next(model.parameters()).dtype
     shifts = []
     for p, ref in enumerate(step_rows):
         top = ref.topk(TOP).indices.tolist()
@@ -56,9 +55,8 @@ def margin_shifts(model, prompt_ids: list[int], new_tokens: int) -> list[tuple[f
                 for j in range(i + 1, TOP):
                     a, b = top[i], top[j]
                     shift = abs(float((ref[a] - ref[b]) - (other[a] - other[b])))
-                    magnitude = max(abs(float(ref[a])), abs(float(ref[b])), 1e-30)
-                    resolution = 2.0 ** (math.floor(math.log2(magnitude)) - (bits - 1))
-                    shifts.append((shift, shift / resolution))
+                    step = resolution(max(abs(float(ref[a])), abs(float(ref[b]))), dtype)
+                    shifts.append((shift, shift / step))
     return shifts
 
 

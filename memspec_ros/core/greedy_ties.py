@@ -59,6 +59,12 @@ def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
+def resolution(magnitude: float, dtype: torch.dtype) -> float:
+    """The spacing of representable values of ``dtype`` at ``magnitude`` (one "step")."""
+    exponent = math.floor(math.log2(max(abs(magnitude), 1e-30)))
+    return 2.0 ** (exponent - (RESOLUTION_BITS.get(dtype, 24) - 1))
+
+
 @torch.inference_mode()
 def divergence(model: PreTrainedModel, context: Sequence[int], reference: Sequence[int], output: Sequence[int]
                ) -> Divergence | None:
@@ -77,7 +83,6 @@ def divergence(model: PreTrainedModel, context: Sequence[int], reference: Sequen
     logits = model(input_ids=ids).logits[0, -1].float()
     a, b = float(logits[reference[i]]), float(logits[output[i]])
     dtype = next(model.parameters()).dtype
-    magnitude = max(abs(a), abs(b), 1e-30)
-    step = 2.0 ** (math.floor(math.log2(magnitude)) - (RESOLUTION_BITS.get(dtype, 24) - 1))
+    step = resolution(max(abs(a), abs(b)), dtype)
     return Divergence(index=i, margin=a - b, tolerance=TIE_STEPS.get(dtype, 2) * step,
                       reference_token=int(reference[i]), output_token=int(output[i]))

@@ -48,10 +48,10 @@ def lookup(context: Sequence[int], k: int, min_n: int = DEFAULT_MIN_N, max_n: in
     length = len(ids)
     for n in range(min(max_n, length - 1), min_n - 1, -1):
         pattern = ids[length - n:]
-        # Starts of earlier occurrences: windows of ids[:-1] (an occurrence must have a follower).
+        # Earlier occurrences: windows of ids[:-1] (an occurrence needs a follower, which also
+        # leaves out the suffix itself).
         windows = np.lib.stride_tricks.sliding_window_view(ids[:length - 1], n)
         hits = np.flatnonzero((windows == pattern).all(axis=1))
-        hits = hits[hits < length - n]  # not the suffix itself
         if hits.size:
             start = int(hits[-1]) + n
             return ids[start:start + k].tolist()
