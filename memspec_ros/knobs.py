@@ -66,3 +66,7 @@ STORAGE_BANDWIDTH_MBPS = KnobBound("storage_bandwidth_mbps", 0.0, 1.0e5, integer
 
 LOAD_TIMEOUT_S = KnobBound("load_timeout_s", 0.1, 3600.0, integer=False)
 """Seconds after which a draft load is abandoned."""
+
+NGRAM_N = KnobBound("ngram_n", 1, 16)
+"""Tokens an n-gram member matches (its ``min_n`` and ``max_n``): one token matches almost
+anywhere (proposals then mostly fail), past 16 a repeat is a copy the shorter n finds too."""

@@ -204,6 +204,7 @@ class MemSpecNode(LifecycleNode):
             f"configured in {time.monotonic() - t0:.1f} s: catalogue={config.catalogue.source}, "
             f"target={config.catalogue.target.name}, "
             f"drafts={self.runtime.catalogue.names}, resident={resident}, policy={config['policy']}, "
+            f"ngram={'on' if config['ngram'] else 'off'}, "
             f"budget={self.runtime.budget.describe()}, check_interval={config['check_interval']}, "
             f"k={config['num_speculative_tokens']}, storage={config['storage_bandwidth_mbps'] or 'native'} MB/s, "
             f"sessions={self._describe_sessions()}, {built.describe_dtype()} (greedy output is this dtype's "
@@ -731,7 +732,7 @@ class MemSpecNode(LifecycleNode):
         runtime = self.runtime
         if runtime is None or getattr(self, "_residency_pub", None) is None:
             return
-        self._residency_pub.publish(residency_msg(runtime.pool.snapshot(), self.get_clock().now().to_msg()))
+        self._residency_pub.publish(residency_msg(runtime.residency(), self.get_clock().now().to_msg()))
 
     def _publish_stats(self) -> None:
         runtime = self.runtime
@@ -745,7 +746,7 @@ class MemSpecNode(LifecycleNode):
             return
         self.dialogues.expire()  # idle sessions go even when no goal arrives
         st = runtime.statistics()
-        snap = runtime.pool.snapshot()
+        snap = runtime.residency()
         level, summary = DiagnosticStatus.OK, "serving" if self._active else "inactive"
         if not runtime.catalogue.names:
             level, summary = DiagnosticStatus.WARN, "no usable draft: serving target-only"
@@ -776,6 +777,7 @@ class MemSpecNode(LifecycleNode):
             "load_to_round_ratio": f"{ratio:.2f}" if ratio is not None else "n/a",
             "predictor_fraction_of_decode": f"{st.predictor_fraction:.4f}",
             "dtype": self._dtype_name,
+            "ngram": (f"on (n {runtime.ngram.min_n}-{runtime.ngram.max_n})" if runtime.ngram is not None else "off"),
         }
         if guard is not None:
             values.update({"guard_mode": guard.mode.value, "guard_fallbacks": guard.fallbacks,

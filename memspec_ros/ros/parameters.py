@@ -29,6 +29,7 @@ from rclpy.node import Node
 
 from memspec_ros import knobs
 from memspec_ros.bundled_models import default_model_set_root
+from memspec_ros.core.ngram_proposer import NGRAM_NAME
 from memspec_ros.knobs import KnobBound
 from memspec_ros.runtime.catalogue_file import CatalogueFile, CatalogueFileError, load_catalogue_file
 from memspec_ros.runtime.policies import POLICY_NAMES, policy_class
@@ -96,9 +97,12 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("catalogue", "", "Catalogue file (or a folder holding catalogue.yaml) naming the target, the drafts and the predictor; every model lies beside it (docs/catalogue.md). Empty = the bundled default model set, SmolLM2-135M-Instruct with its drafts (models/smollm2; its target is fetched by make setup or memspec_fetch_target)."),
     ParamSpec("tolerate_bad_drafts", False, "If true, a draft that fails validation at configure is marked unusable and the node serves without it; if false, configure fails."),
     ParamSpec("policy", "memspec", "Draft scheduling policy (changeable at run time).", choices=POLICIES),
-    ParamSpec("static_draft", "", "Draft used by the 'static' policy; empty = the catalogue's draft of domain 'general' (else its first draft)."),
+    ParamSpec("static_draft", "", "Draft used by the 'static' policy; empty = the catalogue's draft of domain 'general' (else its first draft); 'ngram' = the n-gram member alone (prompt lookup, no model draft)."),
     ParamSpec("budget_drafts", 2, "Memory budget as a number of the largest drafts; 0 = use budget_bytes.", int_range=knobs.BUDGET_DRAFTS),
     ParamSpec("budget_bytes", 0, "Memory budget for resident drafts in bytes (used when budget_drafts is 0).", int_range=knobs.BUDGET_BYTES),
+    ParamSpec("ngram", True, "The n-gram member of the draft pool: prompt lookup, proposing what followed the dialogue's last few tokens where they occurred before (names, commands, pasted code, earlier answers). Always resident at 0 bytes, never loaded; memspec runs it instead of a draftless round, or of a weaker draft, when its measured acceptance pays. false = model drafts only."),
+    ParamSpec("ngram_min_n", 2, "Shortest run of the dialogue's latest tokens the n-gram member looks up (longer runs are tried first).", int_range=knobs.NGRAM_N),
+    ParamSpec("ngram_max_n", 4, "Longest run of the dialogue's latest tokens the n-gram member looks up; at least ngram_min_n.", int_range=knobs.NGRAM_N),
     ParamSpec("check_interval", 4, "Speculative rounds between scheduling decisions (prediction, prefetch, eviction); changeable at run time.", int_range=knobs.CHECK_INTERVAL),
     ParamSpec("num_speculative_tokens", 4, "Draft tokens proposed per round (k); changeable at run time.", int_range=knobs.K),
     ParamSpec("storage_bandwidth_mbps", 0.0, "Emulated storage read bandwidth for draft loads in MB/s (an edge device's flash); 0 = read at native speed.", float_range=knobs.STORAGE_BANDWIDTH_MBPS),
@@ -181,9 +185,16 @@ def validate(values: dict[str, Any], problems: dict[str, str] | None = None) -> 
     except CatalogueFileError as exc:
         raise ConfigError(f"parameter 'catalogue': {exc}") from exc
     names = catalogue.draft_names
-    if values["policy"] == "static" and values["static_draft"] and values["static_draft"] not in names:
+    if values["ngram_min_n"] > values["ngram_max_n"]:
+        raise ConfigError(f"parameter 'ngram_min_n' = {values['ngram_min_n']} exceeds ngram_max_n = "
+                          f"{values['ngram_max_n']}: lower it or raise ngram_max_n")
+    if values["ngram"] and NGRAM_NAME in names:
+        raise ConfigError(f"parameter 'catalogue': {catalogue.source} has a draft named '{NGRAM_NAME}', the name of the "
+                          "n-gram member: rename the draft, or set ngram:=false")
+    static_choices = [*names, *([NGRAM_NAME] if values["ngram"] else [])]
+    if values["policy"] == "static" and values["static_draft"] and values["static_draft"] not in static_choices:
         raise ConfigError(f"parameter 'static_draft' = '{values['static_draft']}' is not a draft of "
-                          f"{catalogue.source} (has {names})")
+                          f"{catalogue.source} (has {static_choices})")
     if values["default_max_new_tokens"] > values["max_new_tokens_limit"]:
         raise ConfigError(
             f"parameter 'default_max_new_tokens' = {values['default_max_new_tokens']} exceeds "

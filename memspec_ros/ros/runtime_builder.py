@@ -22,6 +22,7 @@ from memspec_ros.core.thread_tuning import ThreadChoice
 from memspec_ros.ros.parameters import DTYPES, ConfigError, NodeConfig
 from memspec_ros.runtime.catalogue import Budget, Catalogue, CatalogueError, DraftSpec
 from memspec_ros.runtime.model_set_checks import ModelSetError, check_draft, check_predictor
+from memspec_ros.runtime.ngram_member import NgramSettings
 from memspec_ros.runtime.policies import Policy, make_policy
 from memspec_ros.runtime.runtime import DraftRuntime, RuntimeConfig, make_materializer
 from memspec_ros.runtime.storage import StorageModel
@@ -72,6 +73,7 @@ def runtime_config(config: NodeConfig) -> RuntimeConfig:
         storage=StorageModel.mb_per_s(config["storage_bandwidth_mbps"] or None),
         load_timeout_s=config["load_timeout_s"],
         scheduling="external",
+        ngram=NgramSettings(config["ngram_min_n"], config["ngram_max_n"]) if config["ngram"] else None,
     )
 
 

@@ -67,6 +67,9 @@ class CostModel:
     tick_s: float = 0.0
     predictor_s: float = 0.0
     """One predictor call (forecast plus online adaptation)."""
+    ngram_propose_s: float = 0.0
+    """One n-gram lookup (:mod:`memspec_ros.core.ngram_proposer`) over the calibration context:
+    what the n-gram member's proposal costs, whatever it finds."""
 
     def feed_s(self, draft: str, tokens: int) -> float:
         """Draft forward over ``tokens`` new context tokens."""
@@ -147,7 +150,7 @@ class CostModel:
             d[key] = {n: {p: v * f(n) for p, v in m.items()} for n, m in getattr(self, key).items()}
         d["prefill_s"] = (self.prefill_s[0] * factor, self.prefill_s[1] * factor)
         for key in ("verify_slope_s", "draft_slope_s", "round_overhead_s", "turn_overhead_s", "tick_s",
-                    "predictor_s"):
+                    "predictor_s", "ngram_propose_s"):
             d[key] = getattr(self, key) * factor
         if self.step_slope_s is not None:
             d["step_slope_s"] = self.step_slope_s * factor
@@ -215,6 +218,7 @@ def measure_cost_model(
     times are then replaced by medians from real engine rounds (:func:`measure_round_costs`),
     which is what a simulation should use: microbenchmarks run with warm CPU caches.
     """
+    from memspec_ros.core.ngram_proposer import NgramProposer
     from memspec_ros.core.position_limit import context_bound
     from memspec_ros.core.sampling import GREEDY
     from memspec_ros.core.scorer import TargetScorer
@@ -282,10 +286,13 @@ def measure_cost_model(
         feed_s[name] = _fit_line(ns, ts)
         prop.reset()
     draft_slope = max(0.0, (float(np.mean(slopes_hi)) - float(np.mean(slopes_lo))) / max(1, long_ - k - short))
+    lookup = NgramProposer(1)
+    ngram_s = statistics.median(lookup.propose(ctx[: len(ctx) - i], k, GREEDY).seconds for i in range(repeats))
     cost = CostModel(verify_s=verify_s, verify_ref_len=base, verify_slope_s=verify_slope, step_slope_s=step_slope,
                      draft_slope_s=draft_slope,
                      draft_step_s=step_s, draft_feed_s=feed_s,
-                     prefill_s=_fit_line(prefill_n, prefill_t), load_s=dict(load_s or {}), draft_propose_s=propose_s)
+                     prefill_s=_fit_line(prefill_n, prefill_t), load_s=dict(load_s or {}), draft_propose_s=propose_s,
+                     ngram_propose_s=ngram_s)
     if engine is not None and round_prompts:
         one, two, verify, ref_len = measure_round_costs(engine, proposers, round_prompts, k, max_new_tokens)
         for name in one:

@@ -7,7 +7,7 @@ Their fields mirror the ``DraftState``/``DraftResidency`` messages one to one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 
 
@@ -73,6 +73,14 @@ class ResidencySnapshot:
     def resident(self) -> list[str]:
         """Drafts usable right now."""
         return self.names_in(DraftState.RESIDENT)
+
+    def with_member(self, name: str, domain: str, *, active: bool) -> ResidencySnapshot:
+        """This snapshot plus an always-resident member of 0 bytes (the n-gram proposer): what the
+        residency topic and diagnostics show. Policies see the pool's own snapshot, which the
+        working set is planned over."""
+        member = DraftStatus(name=name, domain=domain, size_bytes=0, state=DraftState.RESIDENT, load_progress=1.0,
+                             predicted_need=0.0, active=active)
+        return replace(self, active=name if active else self.active, drafts=(*self.drafts, member))
 
 
 @dataclass(frozen=True)

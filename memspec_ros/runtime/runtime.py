@@ -49,9 +49,10 @@ from .context import ContextTracker
 from .conversation import Conversation
 from .engine_rounds import EngineRounds
 from .loader import BackgroundLoader, Loader, LoadRecord, Materializer
+from .ngram_member import NGRAM_DOMAIN, NgramSettings
 from .policies.base import Decision, Policy, PolicyView, RoundFeedback, SchedulePlan
 from .pool import DraftPool, InvalidTransition
-from .residency import DraftState, ResidencyEvent
+from .residency import DraftState, ResidencyEvent, ResidencySnapshot
 from .round_execution import RoundExecutor, predictor_calls
 from .scheduler import Scheduler
 from .stop_strings import StopStrings
@@ -75,6 +76,10 @@ class RuntimeConfig:
     max_load_failures: int = 1
     """Loads of a draft that may fail before policies are told it is unusable."""
     stall_timeout_s: float = 60.0
+    ngram: NgramSettings | None = None
+    """The n-gram member of the pool (:mod:`.ngram_member`): always resident at 0 bytes, chosen per
+    round like a draft by policies that use it. None (the library default) leaves it out; the node
+    turns it on (its ``ngram`` parameter)."""
 
     def __post_init__(self) -> None:
         K.check(self.k)
@@ -274,7 +279,8 @@ class DraftRuntime:
                                            space_wait_s=self.config.space_wait_s, on_failure=on_load_failure,
                                            clock=clock)
         self.rounds.bind(self.pool, self.loader)
-        self.tracker = AcceptanceTracker(catalogue.names)
+        self.ngram = self._make_ngram(self.config.ngram)
+        self.tracker = AcceptanceTracker(self.member_names)
         self.context = ContextTracker()
         self.scheduler = Scheduler(self.pool, self.loader, policy, self.view, clock=clock,
                                    after_plan=lambda: self.rounds.charge_tick(self.policy))
@@ -293,8 +299,37 @@ class DraftRuntime:
         self._round_s_total = 0.0  # running sum and count, not a list: a node runs for weeks
         self._round_s_count = 0
         self._closed = False
+        self._member_active = False
 
     # ------------------------------------------------------------------ public API
+    @property
+    def member_names(self) -> list[str]:
+        """Every proposer a round can use: the catalogue's drafts, then the n-gram member if on."""
+        return [*self.catalogue.names, *([self.ngram.name] if self.ngram is not None else [])]
+
+    def residency(self) -> ResidencySnapshot:
+        """The pool's snapshot plus the n-gram member (resident, 0 bytes) when it is on: what the
+        node publishes. ``active`` names the member while the latest round ran it."""
+        snap = self.pool.snapshot()
+        if self.ngram is None:
+            return snap
+        with self._lock:
+            active = self._member_active
+        return snap.with_member(self.ngram.name, NGRAM_DOMAIN, active=active)
+
+    def _make_ngram(self, settings: NgramSettings | None):
+        if settings is None:
+            return None
+        if settings is not None and self.engine is not None:
+            vocab = int(self.engine.target.config.get_text_config().vocab_size)
+        else:
+            vocab = 1  # a trace replay only proposes greedily: no distribution is built
+        proposer = settings.proposer(vocab)
+        if proposer.name in self.catalogue:
+            raise ValueError(f"a catalogue draft is named {proposer.name!r}, the n-gram member's name: rename the "
+                             "draft or turn the n-gram member off")
+        return proposer
+
     def add_residency_listener(self, listener: Callable[[ResidencyEvent], None]) -> None:
         """Be told of every residency change (state, progress, active draft, predictions)."""
         self.pool.add_listener(listener)
@@ -407,7 +442,8 @@ class DraftRuntime:
                           pending_loads=tuple(self.loader.pending()), acceptance=self.tracker.summary(),
                           context=self.context.features(), hint=hint, unusable=unusable,
                           catalogue=self.catalogue, budget=self.budget,
-                          mean_load_s=self.loader.totals().mean_load_s)
+                          mean_load_s=self.loader.totals().mean_load_s,
+                          ngram=self.ngram.name if self.ngram is not None else None)
 
     def new_conversation(self) -> Conversation:
         """A dialogue to continue across calls (pass it to :meth:`generate`)."""
@@ -501,7 +537,7 @@ class DraftRuntime:
         emitted = sum(r.emitted for r in window)
         secs = sum(r.seconds for r in window)
         per = {}
-        for n in self.catalogue.names:
+        for n in self.member_names:
             rs = [r for r in window if r.draft == n]
             p = sum(r.proposed for r in rs)
             per[n] = {"acceptance_rate": (sum(r.accepted for r in rs) / p) if p else 0.0, "rounds": len(rs)}
@@ -579,16 +615,21 @@ class DraftRuntime:
                 stopped = stop if isinstance(stop, FinishReason) else FinishReason.CANCELLED
                 break
             handle = None
-            if draft is not None:
+            pooled = draft is not None and (self.ngram is None or draft != self.ngram.name)
+            if not pooled and draft is not None:
+                handle = self.ngram  # always resident: nothing to acquire
+            elif pooled:
                 try:
                     handle = self.pool.acquire(draft)
                 except InvalidTransition:  # evicted by a concurrent tick since the decision
-                    draft = None
+                    draft, pooled = None, False
+            with self._lock:
+                self._member_active = draft is not None and not pooled
             try:
-                self.pool.set_active(draft)
+                self.pool.set_active(draft if pooled else None)
                 out = turn.run(draft, handle, k_round, self.policy.wants_counterfactual)
             finally:
-                if draft is not None:
+                if pooled:
                     self.pool.release(draft)
             self.context.push(out.emitted_ids, out.hidden)
             report.counterfactual_s += out.counterfactual_s
@@ -634,6 +675,8 @@ class DraftRuntime:
                     self.on_check_due()
         self.pool.set_active(None)  # nothing proposes between turns
         with self._lock:
+            self._member_active = False
+        with self._lock:
             self._remaining = 0  # no turn runs: a load now slows no decoding
         report.output_ids, report.text, report.finish_reason = turn.finish(stopped)
         if chat_messages is not None:  # the answer becomes part of the history the next turn renders
@@ -667,6 +710,8 @@ class DraftRuntime:
         decision: Decision = self.policy.choose(view)
         draft, stall = decision.draft, 0.0
         k_round = self._proposal_length(decision)
+        if draft is not None and self.ngram is not None and draft == self.ngram.name:
+            return draft, 0.0, k_round
         if draft is None or self.pool.state(draft) == DraftState.RESIDENT:
             return draft, 0.0, k_round
         if decision.wait:

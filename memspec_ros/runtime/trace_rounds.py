@@ -4,7 +4,9 @@ The simulator's executor: the tokens of every round come from the session's exac
 (:meth:`~memspec_ros.runtime.traces.TurnTrace.round_at`, the engine's own rules), the time it
 takes from a :class:`~memspec_ros.runtime.cost_model.CostModel` measured on the real
 components. Each draft's KV cache is tracked (how much of the context it has seen), so a switch
-or a fresh load costs the catch-up forward a real draft would run.
+or a fresh load costs the catch-up forward a real draft would run. The n-gram member needs no
+trace column: its lookup runs on the replayed context itself, exactly as in a real round, and
+its proposal is matched against the trace's tokens.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from typing import Any
 import numpy as np
 
 from memspec_ros.core.finish_reason import FinishReason
-from memspec_ros.core.sampling import SamplingParams
+from memspec_ros.core.greedy_match import accepted_prefix, proposal_length
+from memspec_ros.core.ngram_proposer import NgramProposer
+from memspec_ros.core.sampling import GREEDY, SamplingParams
 
 from .cost_model import CostModel
 from .loader import Loader, LoadTicket
@@ -53,11 +57,18 @@ class TraceTurn:
         owner, turn, pos, ctx = self._owner, self._turn, self._pos, self._owner.context_len
         cost, synced = owner.cost, owner.synced
         slowed = cost.loading_factor if owner.pool is not None and owner.pool.names_in(DraftState.LOADING) else 1.0
-        p, a, e = turn.round_at(draft, pos, k)
-        used = draft if p > 0 else None  # the engine reports no draft for an empty proposal
         draft_s = 0.0
+        if isinstance(handle, NgramProposer):
+            proposal = handle.propose(owner.tokens, proposal_length(k, turn.max_new_tokens - pos), GREEDY).tokens
+            p = len(proposal)
+            a = accepted_prefix(proposal, turn.output_ids[pos:pos + p])
+            e = min(a + 1, len(turn.output_ids) - pos)
+            draft_s = cost.ngram_propose_s * slowed
+        else:
+            p, a, e = turn.round_at(draft, pos, k)
+        used = draft if p > 0 else None  # the engine reports no draft for an empty proposal
         catchup = 0
-        if used is not None:
+        if used is not None and not isinstance(handle, NgramProposer):
             seen = min(synced.get(used, 0), ctx - 1)
             draft_s = cost.propose_at(used, p, ctx - seen, ctx) * slowed
             catchup = max(0, ctx - seen - 1)  # context fed beyond the newest token, as real rounds report
@@ -79,6 +90,7 @@ class TraceTurn:
         hidden = turn.hidden[pos: pos + e].astype(np.float32) if turn.hidden is not None else None
         self._pos += e
         owner.context_len += e
+        owner.tokens.extend(turn.output_ids[pos: pos + e])
         return RoundOutcome(draft=used, proposed=p, accepted=a, emitted_ids=list(turn.output_ids[pos: pos + e]),
                             hidden=hidden, draft_s=draft_s, verify_s=verify_s, catchup_tokens=catchup,
                             context_tokens=ctx, counterfactual=cf,
@@ -99,6 +111,8 @@ class TraceRounds:
         self.synced: dict[str, int] = {}
         """Per draft: context tokens its KV cache holds."""
         self.context_len = 0
+        self.tokens: list[int] = []
+        """The replayed dialogue's tokens (what the n-gram member looks up in)."""
         self._trace: DialogueTrace | None = None
         self._calls_charged = 0
 
@@ -113,6 +127,7 @@ class TraceRounds:
         self._trace = trace
         self.synced = {}
         self.context_len = 0
+        self.tokens = []
         self._calls_charged = predictor_calls(policy)
 
     def begin_turn(self, prompt: Any, max_new_tokens: int, params: SamplingParams, conversation: Any,
@@ -138,6 +153,7 @@ class TraceRounds:
         kept = self.context_len - turn.rewind  # a rewound context: draft caches past it are stale too
         self.synced = {name: min(seen, kept) for name, seen in self.synced.items()}
         self.context_len = kept + len(turn.prompt_ids)
+        self.tokens = [*self.tokens[:kept], *turn.prompt_ids]
         return TraceTurn(self, turn, index)
 
     def wait_for_load(self, ticket: LoadTicket, timeout_s: float,

@@ -30,13 +30,15 @@ HIDDEN = 4
 class Stage:
     """Three drafts of equal size under a budget of ``budget_drafts`` of them."""
 
-    def __init__(self, budget_drafts: int | None = 2) -> None:
+    def __init__(self, budget_drafts: int | None = 2, *, ngram: str | None = None) -> None:
         self.catalogue = Catalogue(DraftSpec(n, Path("/nowhere") / n, d, SIZE) for n, d in DRAFTS)
         self.budget = Budget.drafts(budget_drafts) if budget_drafts else Budget.unlimited()
         self.clock = VirtualClock()
         self.pool = DraftPool(self.catalogue, self.budget, clock=self.clock)
         self.loader = VirtualLoader(self.pool, self.clock, dict.fromkeys(self.catalogue.names, 1.0))
-        self.tracker = AcceptanceTracker(self.catalogue.names)
+        self.ngram = ngram
+        """The n-gram member's name when the stage has it on (as a runtime with ``RuntimeConfig.ngram``)."""
+        self.tracker = AcceptanceTracker([*self.catalogue.names, *([ngram] if ngram else [])])
         self.context = ContextTracker()
         self.round_index = 0
         self.hint: str | None = None
@@ -70,7 +72,7 @@ class Stage:
                           residency=self.pool.snapshot(), pending_loads=tuple(self.loader.pending()),
                           acceptance=self.tracker.summary(), context=self.context.features(), hint=self.hint,
                           unusable=self.unusable, catalogue=self.catalogue, budget=self.budget,
-                          mean_load_s=self.mean_load_s)
+                          mean_load_s=self.mean_load_s, ngram=self.ngram)
 
 
 def constant_predictor(forecast: dict[str, float], names: Sequence[str]) -> DraftPredictor:

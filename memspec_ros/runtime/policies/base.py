@@ -56,6 +56,10 @@ class PolicyView:
     budget: Budget
     mean_load_s: float | None = None
     """Mean storage-to-resident time of the loads so far (None before the first)."""
+    ngram: str | None = None
+    """Name of the n-gram member (:mod:`..ngram_member`) when it is on: always resident at 0 bytes,
+    never loaded or evicted, so it is not among ``resident`` or ``usable()`` (which the working
+    set is planned over); a policy may choose it for any round."""
 
     @property
     def load_cost_s(self) -> float | None:

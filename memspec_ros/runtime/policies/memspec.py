@@ -16,6 +16,10 @@ in memory):
   round without a draft observes nothing about the drafts, so without probes one unlucky round
   could leave a good draft unused for the rest of a turn. Probes are insurance, not free (each
   runs a draft the measured times call slower), so they are rare.
+* where the runtime has the n-gram member (:mod:`..ngram_member`), it stands in for a draftless
+  round whenever its measured acceptance on a match pays for the longer verification (a round
+  whose lookup finds no match is a target-only step anyway), and it replaces the best resident
+  draft when its measured rate (match rate included) is higher.
 
 Ablations (the paper's): ``memspec-predict-only`` lets the predictor choose but loads on demand
 and waits; ``memspec-manage-only`` keeps the manager but drives it with acceptance statistics
@@ -28,6 +32,7 @@ import statistics
 from collections.abc import Mapping
 
 from ..load_value import net_of_load
+from ..ngram_member import NgramValue
 from ..predictor import DraftPredictor
 from ..speculation_length import best_length, per_token_acceptance, rate_at_k
 from ..throughput_guard import GuardStatus, ThroughputGuard
@@ -91,6 +96,8 @@ class _ManagedPolicy(Policy):
         self.min_utility = min_utility
         self.utility: dict[str, float] = {}
         self._last_plan_round = 0
+        self.ngram_value = NgramValue()
+        self._chose_ngram = False
 
     def _utility(self, view: PolicyView) -> dict[str, float]:
         raise NotImplementedError
@@ -137,29 +144,59 @@ class _ManagedPolicy(Policy):
             self._forecast_error = err if self._forecast_error is None else 0.75 * self._forecast_error + 0.25 * err
 
     def _choose(self, view: PolicyView) -> Decision:
+        decision = self._decide(view)
+        self._chose_ngram = decision.draft is not None and decision.draft == view.ngram
+        return decision
+
+    def _decide(self, view: PolicyView) -> Decision:
         self._guarded_round = self.guard is not None and self.guard.wants_target_round()
         if self._guarded_round:
             return Decision(None)
         resident = [n for n in view.resident if n not in view.unusable]
         score = self._live_score(view)
         best = best_of(resident, score, prefer=view.active, margin=self.switch_margin)
-        if best is None or not self.cost_aware:
-            return Decision(best)
+        if not self.cost_aware:
+            return Decision(best if best is not None else view.ngram)
         # The best resident draft may still be worse than none (an off-domain draft while the
         # right one loads): compare expected engine tokens/s from measured step times, at the
         # proposal length that suits its forecast (dynamic speculation length).
         acc = view.acceptance
         k = None
+        alone = acc.expected_tokens_per_s(None, 0.0, view.k)
+        ngram = self._ngram_choice(view, alone)
+        if best is None:
+            return Decision(view.ngram, k=ngram[0]) if ngram is not None else Decision(None)
         with_draft = acc.expected_tokens_per_s(best, score.get(best, 0.0), view.k)
         step = acc.step_s.get(best)
         if self.dynamic_k and step is not None and acc.verify_s is not None:
             choice = best_length(per_token_acceptance(score.get(best, 0.0), view.k), step, acc.verify_s, view.k)
             k, with_draft = choice.k, choice.tokens_per_s
-        alone = acc.expected_tokens_per_s(None, 0.0, view.k)
         slower = with_draft is not None and alone is not None and alone > with_draft * (1.0 + self.target_margin)
-        if slower and self._draftless_streak < self.probe_every:
-            return Decision(None)
+        if slower:
+            if self._draftless_streak >= self.probe_every:
+                return Decision(best, k=k)  # the probe: a stretch without a model draft learns nothing of it
+            return Decision(view.ngram, k=ngram[0]) if ngram is not None else Decision(None)
+        if ngram is not None and with_draft is not None and ngram[1] > with_draft * (1.0 + self.switch_margin):
+            return Decision(view.ngram, k=ngram[0])
         return Decision(best, k=k)
+
+    def _ngram_choice(self, view: PolicyView, alone: float | None) -> tuple[int, float] | None:
+        """``(k, expected tokens/s)`` of the n-gram member for this round, or None when it is off or
+        its measured acceptance on a match does not beat a target step by ``target_margin`` (the
+        margin model drafts must clear too: the estimate rests on moving averages).
+
+        Before any verification has been timed there is nothing to weigh: the member is tried (a
+        miss costs a target step, which a draftless round would have cost too).
+        """
+        if view.ngram is None:
+            return None
+        acc = view.acceptance
+        if acc.verify_s is None or alone is None:
+            return (view.k, float("inf"))
+        step = acc.step_s.get(view.ngram, 0.0)
+        if self.ngram_value.on_match(view.k, step, acc.verify_s).tokens_per_s <= alone * (1.0 + self.target_margin):
+            return None
+        return self.ngram_value.tokens_per_s(view.k, step, acc.verify_s, 1.0 / alone)
 
     def _observe(self, feedback: RoundFeedback, view: PolicyView) -> None:
         if self.guard is not None:
@@ -167,7 +204,11 @@ class _ManagedPolicy(Policy):
                                emitted=feedback.emitted, start=view.now, seconds=feedback.seconds)
         if self._guarded_round:
             return  # the guard's round, not a draftless choice of the policy
-        self._draftless_streak = self._draftless_streak + 1 if feedback.draft is None else 0
+        if self._chose_ngram:
+            self.ngram_value.observe(feedback.proposed, feedback.accepted)
+        # n-gram rounds say nothing about the model drafts: they count toward the next probe
+        model_draft = feedback.draft is not None and feedback.draft != view.ngram
+        self._draftless_streak = 0 if model_draft else self._draftless_streak + 1
 
     def new_turn(self, view: PolicyView) -> None:
         """A new prompt arrived: the guard charges the last turn's final round its own time (the gap

@@ -1,0 +1,85 @@
+"""The n-gram proposer as a member of the draft pool: always resident, 0 bytes, never loaded.
+
+A model draft has to be in memory before it can propose; the n-gram proposer
+(:mod:`memspec_ros.core.ngram_proposer`) reads the dialogue itself, so it is always available
+and costs no budget. It is not a catalogue entry: the catalogue lists what can be loaded and
+evicted, and the predictor forecasts those. The runtime hands it to policies as
+:attr:`~memspec_ros.runtime.policies.base.PolicyView.ngram`, runs it like any draft when a
+policy names it, and the acceptance statistics, residency and reports show it under its name.
+
+What it is worth is measured, not forecast: a round where the context's last n-gram never
+occurred before proposes nothing and costs exactly a target-only step, so choosing it instead of
+a draftless round can only lose when its proposals are accepted too rarely to pay for the longer
+verification. :class:`NgramValue` keeps the two numbers that decide it: how often a lookup finds
+a match and how much of a match the target accepts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memspec_ros.core.ngram_proposer import DEFAULT_MAX_N, DEFAULT_MIN_N, NGRAM_NAME, NgramProposer
+from memspec_ros.knobs import NGRAM_N
+
+from .speculation_length import LengthChoice, best_length, expected_emitted, per_token_acceptance
+
+NGRAM_DOMAIN = "repeats"
+"""The domain the member shows on the residency topic: what it drafts from is the dialogue's own
+repeats (names, commands, pasted code, earlier answers), whatever the topic."""
+
+
+@dataclass(frozen=True)
+class NgramSettings:
+    """The n-gram member's configuration (``RuntimeConfig.ngram``; None there turns it off)."""
+
+    min_n: int = DEFAULT_MIN_N
+    max_n: int = DEFAULT_MAX_N
+
+    def __post_init__(self) -> None:
+        NGRAM_N.check(self.min_n)
+        NGRAM_N.check(self.max_n)
+        if self.min_n > self.max_n:
+            raise ValueError(f"ngram_min_n ({self.min_n}) must not exceed ngram_max_n ({self.max_n})")
+
+    def proposer(self, vocab_size: int) -> NgramProposer:
+        """The proposer these settings describe, over a target vocabulary of ``vocab_size``."""
+        return NgramProposer(vocab_size, min_n=self.min_n, max_n=self.max_n, name=NGRAM_NAME)
+
+
+class NgramValue:
+    """Measured value of the n-gram member: its match rate and its acceptance when it matches.
+
+    Both are moving averages with priors (``prior_hit``, ``prior_acceptance``, each worth
+    ``prior_rounds`` rounds), so an untried member is tried: a miss costs nothing, and the first
+    few matches settle the acceptance.
+    """
+
+    def __init__(self, *, alpha: float = 0.2, prior_hit: float = 0.3, prior_acceptance: float = 0.5) -> None:
+        self.alpha = alpha
+        self.hit = prior_hit
+        self.acceptance = prior_acceptance
+        self.rounds = 0
+        self.hits = 0
+
+    def observe(self, proposed: int, accepted: int) -> None:
+        """A round the member was chosen for: ``proposed`` 0 means the lookup found no match."""
+        self.rounds += 1
+        matched = proposed > 0
+        self.hit += self.alpha * (float(matched) - self.hit)
+        if matched:
+            self.hits += 1
+            self.acceptance += self.alpha * (accepted / proposed - self.acceptance)
+
+    def on_match(self, k: int, step_s: float, verify_s: float) -> LengthChoice:
+        """Best proposal length and tokens/s of a round whose lookup matched."""
+        return best_length(per_token_acceptance(self.acceptance, k), step_s, verify_s, k)
+
+    def tokens_per_s(self, k: int, step_s: float, verify_s: float, target_step_s: float) -> tuple[int, float]:
+        """``(k, tokens/s)`` of choosing the member for a round: a match runs a verification of the
+        best length, a miss a target-only step."""
+        match = self.on_match(k, step_s, verify_s)
+        emitted = expected_emitted(per_token_acceptance(self.acceptance, k), match.k)
+        seconds = match.k * step_s + verify_s
+        tokens = self.hit * emitted + (1.0 - self.hit)
+        time = self.hit * seconds + (1.0 - self.hit) * target_step_s
+        return match.k, tokens / time
