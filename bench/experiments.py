@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from memspec_ros.runtime import ADAPTIVE_BASELINES, Budget, CostModel, RuntimeConfig
+from memspec_ros.runtime.ngram_member import NgramSettings
 from memspec_ros.runtime.policies.oracle import DEFAULT_SEGMENT_ROUNDS, OraclePolicy
 from memspec_ros.runtime.turns import opening_ids
 
@@ -68,7 +69,7 @@ class Bench:
     def runtime_config(self, check_interval: int | None = None) -> RuntimeConfig:
         """The headline runtime configuration (emulated storage included)."""
         return RuntimeConfig(k=self.cfg.k, check_interval=check_interval or self.cfg.check_interval,
-                             storage=self.calibration.storage)
+                             storage=self.calibration.storage, ngram=NgramSettings())
 
 
 @dataclass

@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from memspec_ros.core.ngram_proposer import NGRAM_NAME
 from memspec_ros.runtime import GenerationReport
 
 
@@ -55,6 +56,8 @@ class RunMeasure:
     """Smallest margin (logits) of a departure that was not a tie."""
     guard_fallback_rounds: int = 0
     """Rounds the guard ran target-only in fallback."""
+    ngram_rounds: int = 0
+    """Rounds the n-gram member proposed in (its lookup matched)."""
 
     @property
     def tokens_per_s(self) -> float:
@@ -85,7 +88,8 @@ def measure_reports(session: str, reports: Sequence[GenerationReport], *, peak_m
         extra_s=sum(e.extra_s for r in reports for e in r.timeline),
         outputs_identical=outputs_identical, load_round_ratio=load_round_ratio,
         predictor_fraction=predictor_fraction,
-        target_only_rounds=sum(1 for r in reports for e in r.timeline if e.draft is None))
+        target_only_rounds=sum(1 for r in reports for e in r.timeline if e.draft is None),
+        ngram_rounds=sum(1 for r in reports for e in r.timeline if e.draft == NGRAM_NAME))
 
 
 @dataclass
@@ -117,6 +121,8 @@ class PolicySummary:
     guard_fallbacks: int = 0
     guard_fallback_round_fraction: float | None = None
     """Share of the rounds the do-no-harm guard ran target-only in fallback (policies with a guard)."""
+    ngram_round_fraction: float | None = None
+    """Share of the rounds the n-gram member proposed in (runtime configurations)."""
 
     def as_dict(self) -> dict[str, object]:
         """JSON-friendly."""
@@ -155,7 +161,8 @@ def summarize(runs: Sequence[RunMeasure]) -> PolicySummary:
         smallest_mismatch=min((r.smallest_mismatch for r in runs if r.smallest_mismatch is not None), default=None),
         guard_fallbacks=sum(r.guard_fallbacks for r in runs),
         guard_fallback_round_fraction=sum(r.guard_fallback_rounds for r in runs) / rounds
-        if rounds and any(r.guard_fallbacks for r in runs) else None)
+        if rounds and any(r.guard_fallbacks for r in runs) else None,
+        ngram_round_fraction=sum(r.ngram_rounds for r in runs) / rounds if rounds and proposed else None)
 
 
 def _agreement(runs: Sequence[RunMeasure]) -> float | None:

@@ -35,8 +35,8 @@ COLORS: dict[str, str] = {
 LOADING_EDGE = "#4b5563"
 STALL_COLOR = "#111827"
 ORDER = ("static", "reactive", "ucb", "exp3", "hedge", "ucb-resident", "memspec-predict-only", "memspec-manage-only",
-         "memspec", "oracle", "target-only", "hf-assisted", "hf-assisted-heuristic", "hf-prompt-lookup", "llama-cpp",
-         "llama-cpp-prompt-lookup")
+         "ngram-only", "memspec-no-ngram", "memspec", "oracle", "target-only", "hf-assisted", "hf-assisted-heuristic",
+         "hf-prompt-lookup", "llama-cpp", "llama-cpp-prompt-lookup")
 
 Results = Mapping[str, Any]
 

@@ -136,12 +136,13 @@ def _headline_section(r: Results) -> list[str]:
                      f"{ms / p['tokens_per_s']:.2f}x" if ms and p["tokens_per_s"] else "-",
                      _f(p["acceptance_rate"], ".2f"), _f(p["mean_accepted_length"], ".2f"), f"{p['stall_s']:.2f}",
                      str(p["switches"]), str(p["loads"]), f"{p['peak_memory_bytes'] / 1e6:.2f}",
-                     _f(p.get("load_round_ratio"), ".2f"),
+                     _f(p.get("load_round_ratio"), ".2f"), _f(p.get("target_only_round_fraction"), ".0%"),
+                     _f(p.get("ngram_round_fraction"), ".0%"),
                      _output_cell(p)))
     return ["## Experiment 1: headline (real runs, every configuration side by side)", "",
             *_table(("configuration", "tok/s", "sd over sessions", "vs target-only", "memspec is", "acceptance",
                      "tokens/round", "stall s", "switches", "loads", "peak draft MB", "load/round",
-                     "output = target's"), rows), "",
+                     "draftless rounds", "n-gram rounds", "output = target's"), rows), "",
             "tok/s: all tokens / all seconds over the sessions (prefill, stalls, scheduling and predictor time "
             "included); sd: standard deviation of the per-session rates; acceptance and tokens/round of "
             "hf-assisted are those of its draft's k-token rounds on the exact trace; peak draft MB: most draft "
@@ -156,7 +157,11 @@ def _headline_section(r: Results) -> list[str]:
             "llama.cpp runs the original 4-bit GGUF with "
             "its own kernels, so its output cannot be the target's token for token: its column gives the share of "
             "the target's tokens it reproduced, each turn up to its first difference.", "",
-            *_llama_cpp_line(r), *_guard_line(r), "",
+            "Draftless rounds: rounds in which nothing proposed (a target-only step: the policy's choice, the "
+            "guard's, or an n-gram lookup that found no match); n-gram rounds: rounds the n-gram member proposed in "
+            "(every runtime configuration runs with the member on, the node's default; only memspec and ngram-only "
+            "choose it).", "",
+            *_ngram_line(r), *_llama_cpp_line(r), *_guard_line(r), "",
             "![tokens/s](headline.png)", "", "![per-policy figures](metrics.png)", "",
             "![residency timeline](timeline.png)", ""]
 
@@ -171,6 +176,21 @@ def _output_cell(p: Mapping[str, Any]) -> str:
     if p.get("output_ties"):
         return f"yes up to {p['output_ties']} tie(s) (<= {p.get('largest_tie', 0.0):.3g})"
     return {True: "yes", False: "NO", None: "-"}[p.get("outputs_identical")]
+
+
+def _ngram_line(r: Results) -> list[str]:
+    """memspec with and without the n-gram member, side by side (docs/runtime.md, 'The n-gram member')."""
+    pol = r["policies"]
+    on, off = pol.get("memspec"), pol.get("memspec-no-ngram")
+    if not on or not off or not off.get("tokens_per_s"):
+        return []
+    only = pol.get("ngram-only")
+    return [f"The n-gram member: memspec {on['tokens_per_s']:.1f} tok/s with it, {off['tokens_per_s']:.1f} without "
+            f"({on['tokens_per_s'] / off['tokens_per_s']:.2f}x); draftless rounds "
+            f"{_f(on.get('target_only_round_fraction'), '.0%')} with it, "
+            f"{_f(off.get('target_only_round_fraction'), '.0%')} without; it proposed in "
+            f"{_f(on.get('ngram_round_fraction'), '.0%')} of memspec's rounds"
+            + (f"; alone (ngram-only) {only['tokens_per_s']:.1f} tok/s" if only else "") + ".", ""]
 
 
 def _guard_line(r: Results) -> list[str]:

@@ -28,11 +28,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memspec_ros.runtime import POLICY_NAMES, Budget
+from memspec_ros.runtime import Budget
 
 from .config import REPO
 from .hf_assisted import reencoding
 from .inputs import display_path
+from .policy_factory import BENCH_POLICIES
 from .targets import RunFacts, check_targets
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 SCHEMA = "memspec-bench/1"
 PEERS = ("target-only", "hf-assisted", "hf-assisted-heuristic", "hf-prompt-lookup")
 """Peers every run measures (llama.cpp's two configurations run only where it is installed)."""
-REQUIRED_CONFIGS: tuple[str, ...] = (*POLICY_NAMES, *PEERS)
+REQUIRED_CONFIGS: tuple[str, ...] = (*BENCH_POLICIES, *PEERS)
 """Every configuration the ``policies`` section must list."""
 POLICY_FIELDS = ("tokens_per_s", "acceptance_rate", "stall_s", "mean_accepted_length", "switches", "loads",
                  "peak_memory_bytes")
@@ -71,7 +72,7 @@ def shape_problems(results: Mapping[str, object], *, require_all_configs: bool =
         problems += [f"policies[{name!r}] lacks {f!r}" for f in POLICY_FIELDS if f not in entry]
     validation = results.get("simulator_validation", {})
     assert isinstance(validation, Mapping)
-    for name in (POLICY_NAMES if require_all_configs else tuple(validation)):
+    for name in (BENCH_POLICIES if require_all_configs else tuple(validation)):
         entry = validation.get(name)
         if entry is None:
             problems.append(f"simulator_validation lacks {name!r}")

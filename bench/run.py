@@ -82,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
 
 def run(cfg: BenchConfig, progress: Progress) -> Path:
     """Run everything; returns the path of ``results.json``."""
-    from memspec_ros.runtime import POLICY_NAMES, Budget
+    from memspec_ros.runtime import Budget
     from memspec_ros.runtime.thread_choice import choose_threads
     from memspec_ros.runtime.workload import load_chat_style, load_prompts
 
@@ -90,7 +90,7 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
     from .experiments import Bench, ablation, oracle_granularity, run_headline, run_sweeps
     from .inputs import display_path, domain_mismatch
     from .plots import draw_all
-    from .policy_factory import PolicyFactory
+    from .policy_factory import BENCH_POLICIES, PolicyFactory
     from .report import write_report
     from .results import assemble_results, shape_problems, write_results
     from .scaling import catalogue_scaling, dialogue_length_scaling
@@ -102,10 +102,10 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
 
     created = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     out_dir = cfg.out or REPO / "results" / f"bench-{cfg.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
-    policies = list(cfg.policies or POLICY_NAMES)
-    unknown = [p for p in policies if p not in POLICY_NAMES]
+    policies = list(cfg.policies or BENCH_POLICIES)
+    unknown = [p for p in policies if p not in BENCH_POLICIES]
     if unknown:
-        raise SystemExit(f"unknown policies {unknown}; choose from {', '.join(POLICY_NAMES)}")
+        raise SystemExit(f"unknown policies {unknown}; choose from {', '.join(BENCH_POLICIES)}")
     progress.log(f"{cfg.mode} run -> {out_dir}; {cfg.command}")
 
     load = {"start": os.getloadavg()[0]}  # other work on the machine disturbs every timing

@@ -174,6 +174,7 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     from bench.hf_assisted import best_single_draft, single_draft_rounds
     from bench.measures import RunMeasure
     from bench.plots import draw_all
+    from bench.policy_factory import BENCH_POLICIES as POLICY_NAMES
     from bench.policy_factory import PolicyFactory
     from bench.progress import Progress
     from bench.report import render_report
@@ -188,7 +189,7 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     from bench.trace_cache import session_traces
     from bench.workloads import build_workload
     from memspec_ros.core.thread_tuning import ThreadChoice
-    from memspec_ros.runtime import POLICY_NAMES, CostModel, StorageModel
+    from memspec_ros.runtime import CostModel, StorageModel
 
     cfg = BenchConfig.quick(sessions=2, turns=3, max_new_tokens=10, check_intervals=(2, 4), budgets=(1, None),
                             ratios=(1.0, 4.0), lengths=(1, 3), out=tmp_path, cache=tmp_path / "cache",

@@ -77,8 +77,12 @@ class _ManagedPolicy(Policy):
     def __init__(self, *, keep_bonus: float = 0.05, switch_margin: float = 0.03, prior_tokens: float = 8.0,
                  evidence_rounds: int = 8, min_utility: float = 0.02, cost_aware: bool = True,
                  target_margin: float = 0.1, probe_every: int = 16, dynamic_k: bool = True,
-                 preempt_margin: float | None = 0.2, load_aware: bool = True, guard: bool = True) -> None:
+                 preempt_margin: float | None = 0.2, load_aware: bool = True, guard: bool = True,
+                 ngram: bool = True) -> None:
         super().__init__()
+        self.use_ngram = ngram
+        """Whether to run the runtime's n-gram member when it pays (False: model drafts only, as before
+        the member existed; the bench's ``memspec-no-ngram``)."""
         self.guard = ThroughputGuard() if guard else None
         self._guarded_round = False
         self._forecast_error: float | None = None
@@ -156,7 +160,7 @@ class _ManagedPolicy(Policy):
         score = self._live_score(view)
         best = best_of(resident, score, prefer=view.active, margin=self.switch_margin)
         if not self.cost_aware:
-            return Decision(best if best is not None else view.ngram)
+            return Decision(best if best is not None or not self.use_ngram else view.ngram)
         # The best resident draft may still be worse than none (an off-domain draft while the
         # right one loads): compare expected engine tokens/s from measured step times, at the
         # proposal length that suits its forecast (dynamic speculation length).
@@ -188,7 +192,7 @@ class _ManagedPolicy(Policy):
         Before any verification has been timed there is nothing to weigh: the member is tried (a
         miss costs a target step, which a draftless round would have cost too).
         """
-        if view.ngram is None:
+        if view.ngram is None or not self.use_ngram:
             return None
         acc = view.acceptance
         if acc.verify_s is None or alone is None:
