@@ -196,10 +196,11 @@ class MemSpecNode(LifecycleNode):
                 f"its validation dialogues ({validation.describe()}): policy {config['policy']} leans on the "
                 "acceptance it observes; retrain it (memspec_build predictor, more --time-budget-s) or serve "
                 f"policy static with static_draft {validation.best_fixed_draft}")
+        fallback = self._draftless_service()
         if not self.runtime.catalogue.names:
-            self.get_logger().warning("no usable draft: serving target-only")
+            self.get_logger().warning(f"no usable draft: serving {fallback}")
         elif not resident:
-            self.get_logger().warning("no draft fits the memory budget: serving target-only")
+            self.get_logger().warning(f"no draft fits the memory budget: serving {fallback}")
         self.get_logger().info(
             f"configured in {time.monotonic() - t0:.1f} s: catalogue={config.catalogue.source}, "
             f"target={config.catalogue.target.name}, "
@@ -728,6 +729,12 @@ class MemSpecNode(LifecycleNode):
         self._prediction_gc.trigger()
 
     # ------------------------------------------------------------------ publishing
+    def _draftless_service(self) -> str:
+        """How the node serves without a model draft: with the n-gram member if it is on."""
+        runtime = self.runtime
+        on = runtime is not None and runtime.ngram is not None
+        return "target-only with the n-gram member (no model draft)" if on else "target-only"
+
     def _publish_residency(self) -> None:
         runtime = self.runtime
         if runtime is None or getattr(self, "_residency_pub", None) is None:
@@ -749,9 +756,10 @@ class MemSpecNode(LifecycleNode):
         snap = runtime.residency()
         level, summary = DiagnosticStatus.OK, "serving" if self._active else "inactive"
         if not runtime.catalogue.names:
-            level, summary = DiagnosticStatus.WARN, "no usable draft: serving target-only"
+            level, summary = DiagnosticStatus.WARN, f"no usable draft: serving {self._draftless_service()}"
         elif not any(runtime.pool.fits_alone(n) for n in runtime.catalogue.names):
-            level, summary = DiagnosticStatus.WARN, "memory budget is below every draft: serving target-only"
+            level, summary = (DiagnosticStatus.WARN,
+                              f"memory budget is below every draft: serving {self._draftless_service()}")
         elif st.load_failures:
             level, summary = DiagnosticStatus.WARN, f"{st.load_failures} draft load(s) failed"
         guard = runtime.policy.guard_status()

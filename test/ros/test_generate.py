@@ -195,6 +195,19 @@ def test_prefetch_completes_while_a_generation_runs(served) -> None:
     assert name in result.drafts_used
 
 
+def test_the_ngram_member_is_on_the_residency_topic_and_in_diagnostics(served) -> None:
+    """The node's default: the n-gram member is always RESIDENT at 0 bytes, outside the budget, and named so."""
+    latest = served["residency"].wait_for(lambda m: any(d.name == "ngram" for d in m.drafts))
+    assert latest is not None, "the residency topic never listed the n-gram member"
+    member = next(d for d in latest.drafts if d.name == "ngram")
+    assert member.state == DraftState.RESIDENT and member.size_bytes == 0 and member.load_progress == 1.0
+    assert latest.used_bytes == sum(d.size_bytes for d in latest.drafts if d.state != DraftState.ON_STORAGE)
+    diag = served["diagnostics"].wait_for(lambda m: any(kv.key == "ngram" for s in m.status for kv in s.values))
+    assert diag is not None
+    values = {kv.key: kv.value for s in diag.status for kv in s.values}
+    assert values["ngram"] == "on (n 2-4)" and "ngram" in values["resident_drafts"].split(",")
+
+
 def test_long_prompts_do_not_end_early(zoo_engine) -> None:
     for prompt in LONG_PROMPTS:
         assert len(zoo_engine.target_greedy(prompt, LONG_TOKENS)) == LONG_TOKENS

@@ -114,7 +114,7 @@ def test_budget_below_every_draft_serves_target_only(client_node, params_file, z
         gen = GenerateClient(client_node)
         assert gen.wait_for_server(30.0)
         call = gen.generate(make_goal(ROBOT_PROMPT, 32), timeout_s=120)
-        assert call.succeeded and list(call.result.drafts_used) == []
+        assert call.succeeded and set(call.result.drafts_used) <= {"ngram"}, "only the n-gram member fits"
         expected = zoo_engine.tokenizer.decode(zoo_engine.target_greedy(ROBOT_PROMPT, 32), skip_special_tokens=True,
                                                clean_up_tokenization_spaces=False)
         assert call.result.text == expected
