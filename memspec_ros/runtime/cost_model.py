@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from memspec_ros.core.ngram_proposer import NGRAM_NAME
+
 
 @dataclass
 class CostModel:
@@ -110,7 +112,10 @@ class CostModel:
         return self.step_slope_s + share * (self.verify_slope_s - self.step_slope_s)
 
     def propose_at(self, draft: str, k_round: int, suffix: int, context: int) -> float:
-        """:meth:`propose_s` corrected for the context length (see ``draft_slope_s``)."""
+        """:meth:`propose_s` corrected for the context length (see ``draft_slope_s``); the n-gram
+        member's proposal is one lookup whatever the length."""
+        if draft == NGRAM_NAME:
+            return self.ngram_propose_s if k_round else 0.0
         base = self.propose_s(draft, k_round, suffix)
         return max(0.0, base + self.draft_slope_s * k_round * (context - self.verify_ref_len)) if k_round else 0.0
 
@@ -150,8 +155,9 @@ class CostModel:
             d[key] = {n: {p: v * f(n) for p, v in m.items()} for n, m in getattr(self, key).items()}
         d["prefill_s"] = (self.prefill_s[0] * factor, self.prefill_s[1] * factor)
         for key in ("verify_slope_s", "draft_slope_s", "round_overhead_s", "turn_overhead_s", "tick_s",
-                    "predictor_s", "ngram_propose_s"):
+                    "predictor_s"):
             d[key] = getattr(self, key) * factor
+        d["ngram_propose_s"] = self.ngram_propose_s * f(NGRAM_NAME)
         if self.step_slope_s is not None:
             d["step_slope_s"] = self.step_slope_s * factor
         return CostModel(**d)

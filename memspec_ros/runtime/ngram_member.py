@@ -16,9 +16,12 @@ a match and how much of a match the target accepts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memspec_ros.core.greedy_match import accepted_prefix, proposal_length
 from memspec_ros.core.ngram_proposer import DEFAULT_MAX_N, DEFAULT_MIN_N, NGRAM_NAME, NgramProposer
+from memspec_ros.core.sampling import GREEDY
 from memspec_ros.knobs import NGRAM_N
 
 from .speculation_length import LengthChoice, best_length, expected_emitted, per_token_acceptance
@@ -83,3 +86,16 @@ class NgramValue:
         tokens = self.hit * emitted + (1.0 - self.hit)
         time = self.hit * seconds + (1.0 - self.hit) * target_step_s
         return match.k, tokens / time
+
+
+def ngram_rounds(proposer: NgramProposer, context: Sequence[int], start: int, k: int) -> list[tuple[int, int]]:
+    """``(proposed, accepted)`` of greedy rounds with ``proposer`` over ``context[start:]``, replayed
+    teacher-forced: what running the member on every round of a served turn would have done."""
+    rounds: list[tuple[int, int]] = []
+    pos = max(1, start)
+    while pos < len(context):
+        proposal = proposer.propose(context[:pos], proposal_length(k, len(context) - pos), GREEDY).tokens
+        accepted = accepted_prefix(proposal, context[pos:pos + len(proposal)])
+        rounds.append((len(proposal), accepted))
+        pos += accepted + 1
+    return rounds

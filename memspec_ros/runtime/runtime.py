@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
 import torch
 
 from memspec_ros.core.engine import DecodeState, Prompt, SpeculativeEngine
@@ -49,7 +50,8 @@ from .context import ContextTracker
 from .conversation import Conversation
 from .engine_rounds import EngineRounds
 from .loader import BackgroundLoader, Loader, LoadRecord, Materializer
-from .ngram_member import NGRAM_DOMAIN, NgramSettings
+from .ngram_member import NGRAM_DOMAIN, NgramSettings, ngram_rounds
+from .online_learning import LearnReport, OnlineLearner, examples_from_turn
 from .policies.base import Decision, Policy, PolicyView, RoundFeedback, SchedulePlan
 from .pool import DraftPool, InvalidTransition
 from .residency import DraftState, ResidencyEvent, ResidencySnapshot
@@ -57,6 +59,7 @@ from .round_execution import RoundExecutor, predictor_calls
 from .scheduler import Scheduler
 from .stop_strings import StopStrings
 from .storage import StorageModel
+from .traces import draft_argmax
 from .turn_progress import TextStream, TurnProgress
 from .turns import Admission, TurnRequest, admit, fit_turn
 
@@ -112,6 +115,19 @@ def make_materializer(catalogue: Catalogue, *, dtype: torch.dtype = torch.float3
         return DraftProposer(model, spec.name, token_maps[spec.name])
 
     return materialize
+
+
+@dataclass(frozen=True)
+class ServedTurn:
+    """The last completed turn, kept (one at a time) for online learning."""
+
+    context: list[int]
+    """The whole dialogue after the turn (its output last)."""
+    prompt_ids: list[int]
+    output_ids: list[int]
+    hidden: np.ndarray
+    """The target's hidden state that produced each output token."""
+    max_new_tokens: int
 
 
 @dataclass(frozen=True)
@@ -300,12 +316,73 @@ class DraftRuntime:
         self._round_s_count = 0
         self._closed = False
         self._member_active = False
+        self.learner: OnlineLearner | None = None
+        """Online learning of the policy's predictor (:meth:`enable_learning`); None: off."""
+        self._last_turn: ServedTurn | None = None
 
     # ------------------------------------------------------------------ public API
     @property
     def member_names(self) -> list[str]:
         """Every proposer a round can use: the catalogue's drafts, then the n-gram member if on."""
         return [*self.catalogue.names, *([self.ngram.name] if self.ngram is not None else [])]
+
+    def enable_learning(self, **kwargs: float) -> OnlineLearner:
+        """Let the policy's predictor keep learning from served turns (:mod:`.online_learning`).
+
+        After each completed turn, :meth:`learn_from_last_turn` (called in idle time, e.g. by the
+        node's learning thread) labels it with the resident drafts' teacher-forced acceptance and
+        takes a guarded learning step. Keyword arguments go to :class:`OnlineLearner`.
+        """
+        predictor = getattr(self.policy, "predictor", None)
+        if predictor is None:
+            raise ValueError(f"policy {self.policy.name!r} has no predictor to train")
+        self.learner = OnlineLearner(predictor, lock=self.policy._lock, **kwargs)
+        return self.learner
+
+    def learn_from_last_turn(self, cancel: threading.Event | None = None) -> LearnReport | None:
+        """Learn from the most recent completed turn, once; None when there is nothing to learn.
+
+        Each resident draft runs teacher-forced over the dialogue (one forward pass, leased from
+        the pool so it cannot be evicted meanwhile); its argmax at each output position says
+        whether it would have been accepted there. The n-gram member's lookups are replayed over
+        the turn the same way and feed its measured value. ``cancel`` is checked before every
+        pass: a goal that arrives ends the step at once and nothing of the turn is learned.
+        """
+        learner = self.learner
+        with self._lock:
+            served, self._last_turn = self._last_turn, None
+        if learner is None or served is None or self.engine is None:
+            return None
+        t0 = time.perf_counter()
+        names = list(learner.predictor.draft_names)
+        start = len(served.context) - len(served.output_ids)
+        match: dict[str, np.ndarray] = {}
+        for name in self.pool.resident():
+            if cancel is not None and cancel.is_set():
+                return LearnReport(0, None, None, cancelled=True, seconds=time.perf_counter() - t0)
+            if name not in names:
+                continue
+            try:
+                proposer = self.pool.acquire(name)
+            except InvalidTransition:  # evicted since we listed it
+                continue
+            try:
+                with torch.inference_mode():
+                    argmax = draft_argmax(proposer, served.context).cpu().numpy()
+            finally:
+                self.pool.release(name)
+            match[name] = argmax[start - 1: len(served.context) - 1] == np.asarray(served.output_ids)
+        if cancel is not None and cancel.is_set():
+            return LearnReport(0, None, None, cancelled=True, seconds=time.perf_counter() - t0)
+        if self.ngram is not None:
+            observe = getattr(self.policy, "observe_ngram_replay", None)
+            if observe is not None:
+                observe(ngram_rounds(self.ngram, served.context, start, self.config.k))
+        x, y, mask = examples_from_turn(served.prompt_ids, served.output_ids, served.hidden, match, names,
+                                        learner.predictor.hidden_size, k=self.config.k,
+                                        max_new_tokens=served.max_new_tokens)
+        report = learner.learn(x, y, mask)
+        return dataclasses.replace(report, seconds=time.perf_counter() - t0)
 
     def residency(self) -> ResidencySnapshot:
         """The pool's snapshot plus the n-gram member (resident, 0 bytes) when it is on: what the
@@ -599,6 +676,7 @@ class DraftRuntime:
                                   prompt_tokens=len(turn.prompt_ids) - (1 if turn_index == 0 else 0),
                                   kept_tokens=kept, seed=params.seed, reused_tokens=reused)
         turn_rounds = 0
+        hidden: list = []  # the emitted tokens' hidden states: what online learning's features are made of
         since_tick = 0
         stopped: FinishReason | None = None
         while not turn.done:
@@ -632,6 +710,8 @@ class DraftRuntime:
                 if pooled:
                     self.pool.release(draft)
             self.context.push(out.emitted_ids, out.hidden)
+            if self.learner is not None and out.hidden is not None:
+                hidden.append(out.hidden)
             report.counterfactual_s += out.counterfactual_s
             used = out.draft
             r_end = self._clock()
@@ -679,6 +759,12 @@ class DraftRuntime:
         with self._lock:
             self._remaining = 0  # no turn runs: a load now slows no decoding
         report.output_ids, report.text, report.finish_reason = turn.finish(stopped)
+        if self.learner is not None and self.engine is not None and stopped is None and report.output_ids and hidden:
+            states = np.concatenate(hidden)[: len(report.output_ids)]
+            with self._lock:
+                self._last_turn = ServedTurn(context=list(turn.state.token_ids), prompt_ids=list(turn.prompt_ids),
+                                             output_ids=list(report.output_ids), hidden=states,
+                                             max_new_tokens=max_new_tokens)
         if chat_messages is not None:  # the answer becomes part of the history the next turn renders
             conv.messages = [*chat_messages, ChatMessage("assistant", report.text)]
         if stream is not None:

@@ -63,7 +63,7 @@ class TraceTurn:
             p = len(proposal)
             a = accepted_prefix(proposal, turn.output_ids[pos:pos + p])
             e = min(a + 1, len(turn.output_ids) - pos)
-            draft_s = cost.ngram_propose_s * slowed
+            draft_s = cost.propose_at(handle.name, p, 1, ctx) * slowed
         else:
             p, a, e = turn.round_at(draft, pos, k)
         used = draft if p > 0 else None  # the engine reports no draft for an empty proposal

@@ -158,7 +158,7 @@ def _teacher_forced(model: torch.nn.Module, ids: Sequence[int], chunk: int = 512
     return out.float(), argmax
 
 
-def _draft_argmax(draft: torch.nn.Module | DraftProposer, ids: Sequence[int]) -> torch.Tensor:
+def draft_argmax(draft: torch.nn.Module | DraftProposer, ids: Sequence[int]) -> torch.Tensor:
     """Target ids a draft predicts at every position of ``ids`` (a proposer's token map applied)."""
     token_map = draft.token_map if isinstance(draft, DraftProposer) else None
     model = draft.model if isinstance(draft, DraftProposer) else draft
@@ -228,7 +228,7 @@ def record_dialogue(
         ids = passes[i]
         if id(ids) not in scored:
             target_hidden, target_argmax = _teacher_forced(engine.target, ids)
-            scored[id(ids)] = (target_hidden, target_argmax, {n: _draft_argmax(d, ids) for n, d in drafts.items()})
+            scored[id(ids)] = (target_hidden, target_argmax, {n: draft_argmax(d, ids) for n, d in drafts.items()})
         target_hidden, target_argmax, predictions = scored[id(ids)]
         outs = ids[o0:o1]
         tgt = torch.tensor(outs)

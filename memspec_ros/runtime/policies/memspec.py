@@ -29,7 +29,7 @@ instead of the predictor.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ..load_value import net_of_load
 from ..ngram_member import NgramValue
@@ -221,6 +221,13 @@ class _ManagedPolicy(Policy):
             if self.guard is not None:
                 self.guard.end_turn()
         super().new_turn(view)
+
+    def observe_ngram_replay(self, rounds: Sequence[tuple[int, int]]) -> None:
+        """Teacher-forced ``(proposed, accepted)`` rounds of the n-gram member over a served turn
+        (online learning, in idle time): its measured value learns even where it did not run."""
+        with self._lock:
+            for proposed, accepted in rounds:
+                self.ngram_value.observe(proposed, accepted)
 
     def guard_status(self) -> GuardStatus | None:
         """The do-no-harm guard's state (None: this policy runs unguarded)."""
