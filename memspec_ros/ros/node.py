@@ -45,7 +45,7 @@ from typing import Any
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from memspec_interfaces.action import Generate
 from memspec_interfaces.msg import AcceptanceStats, DraftResidency, SessionInfo
-from memspec_interfaces.srv import CloseSession, ListSessions, ResetSession
+from memspec_interfaces.srv import CloseSession, ListSessions, ResetLearning, ResetSession
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
@@ -61,6 +61,7 @@ from memspec_ros.ros.callback_meter import CallbackMeter
 from memspec_ros.ros.dialogue_store import DialogueStore
 from memspec_ros.ros.echo import echo
 from memspec_ros.ros.goal_validation import GoalLimits, goal_problem, max_new_tokens, sampling_params, turn_input
+from memspec_ros.ros.idle_learning import IdleLearning
 from memspec_ros.ros.messages import acceptance_msg, diagnostics_msg, residency_msg
 from memspec_ros.ros.parameters import (
     POLICIES,
@@ -123,6 +124,7 @@ class MemSpecNode(LifecycleNode):
         self._counters = {"goals": 0, "rejected": 0, "failed": 0}
         self._dtype_name = ""
         self._session_lock: SessionDirLock | None = None
+        self._learning: IdleLearning | None = None
         self._entities: list[Any] = []
         self.dialogues = DialogueStore(16)
         self._torch = TorchThread()
@@ -172,6 +174,7 @@ class MemSpecNode(LifecycleNode):
             self._release()
             return TransitionCallbackReturn.FAILURE
         try:
+            self._start_learning(config)
             self._create_ros_entities(config)
             self.runtime.add_residency_listener(self._on_residency_change)
             self.runtime.on_check_due = self._prediction_gc.trigger
@@ -245,6 +248,15 @@ class MemSpecNode(LifecycleNode):
                 log.warning(f"session file {bad.path} skipped: {bad.reason}")
             store.restore(saved)
         return store
+
+    def _start_learning(self, config: NodeConfig) -> None:
+        """Online learning of the predictor (parameter online_learning), its state beside the session files."""
+        self._learning = None
+        if not config["online_learning"] or getattr(self.runtime.policy, "predictor", None) is None:
+            return
+        files = self.dialogues.files
+        self._learning = IdleLearning(self.runtime, self._torch, self.get_logger(),
+                                      files.directory if files is not None else None)
 
     def _describe_sessions(self) -> str:
         files = self.dialogues.files
@@ -355,6 +367,8 @@ class MemSpecNode(LifecycleNode):
                                 lambda exc: CloseSession.Response(success=False, message=f"failed: {exc}"))),
             self.create_service(ListSessions, "~/list_sessions", g(self._on_list_sessions, "list_sessions",
                                 lambda exc: ListSessions.Response())),
+            self.create_service(ResetLearning, "~/reset_learning", g(self._on_reset_learning, "reset_learning",
+                                lambda exc: ResetLearning.Response(success=False, message=f"failed: {exc}"))),
         ]
 
     def _destroy_ros_entities(self) -> None:
@@ -409,6 +423,9 @@ class MemSpecNode(LifecycleNode):
         # Detached first: closing evicts drafts and cancels loads, and the residency events
         # that follow must not start a prefetch on the closing runtime.
         runtime, self.runtime = self.runtime, None
+        if self._learning is not None:
+            self._learning.goal_arrived()  # a queued step must not outlive the runtime's models
+            self._learning = None
         if runtime is not None:
             runtime.on_check_due = None
             runtime.close()
@@ -484,6 +501,9 @@ class MemSpecNode(LifecycleNode):
 
     def _on_accepted(self, goal_handle: ServerGoalHandle) -> None:
         """Run the goal now, or queue it behind the running one (busy_policy=queue)."""
+        learning = self._learning
+        if learning is not None:
+            learning.goal_arrived()  # idle-time learning yields to the goal at once
         with self._lock:
             if self._running is None:
                 self._running = goal_handle
@@ -618,6 +638,9 @@ class MemSpecNode(LifecycleNode):
         if kept is not None:  # a completed turn (a cancelled one too: its text is the session's)
             kept.restart_reason = ""
             self.dialogues.persist(goal.session_id)
+        if self._learning is not None and report.finish_reason in (FinishReason.EOS, FinishReason.LENGTH,
+                                                                   FinishReason.STOP):
+            self._learning.after_turn()
         result = self._session_result(goal_handle, self._result(report))
         result.session_started, result.session_restart_reason = started, restart_reason
         if report.finish_reason == FinishReason.CANCELLED:
@@ -632,6 +655,18 @@ class MemSpecNode(LifecycleNode):
         return result
 
     # ------------------------------------------------------------------ session services
+    def _on_reset_learning(self, request: ResetLearning.Request, response: ResetLearning.Response
+                           ) -> ResetLearning.Response:
+        """Back to the shipped predictor (online learning's state forgotten, its file removed)."""
+        learning = self._learning
+        if learning is None:
+            response.success = False
+            response.message = ("online learning is off (parameter online_learning, or a policy without a "
+                                 "predictor): nothing to reset")
+            return response
+        response.success, response.message = True, learning.reset()
+        return response
+
     def _on_reset_session(self, request: ResetSession.Request, response: ResetSession.Response
                           ) -> ResetSession.Response:
         """Forget a session's context, keep its id and token (owner only; not while a goal holds it)."""
@@ -786,6 +821,7 @@ class MemSpecNode(LifecycleNode):
             "predictor_fraction_of_decode": f"{st.predictor_fraction:.4f}",
             "dtype": self._dtype_name,
             "ngram": (f"on (n {runtime.ngram.min_n}-{runtime.ngram.max_n})" if runtime.ngram is not None else "off"),
+            "online_learning": self._learning.describe() if self._learning is not None else "off",
         }
         if guard is not None:
             values.update({"guard_mode": guard.mode.value, "guard_fallbacks": guard.fallbacks,
@@ -861,6 +897,12 @@ class MemSpecNode(LifecycleNode):
         runtime.reconfigure(k=values["num_speculative_tokens"], check_interval=values["check_interval"])
         if policy is not None and changes["policy"] != config["policy"]:
             runtime.set_policy(policy)
+            if self._learning is not None and getattr(policy, "predictor", None) is not None:
+                self._learning.policy_changed()
+            elif self._learning is not None:
+                self._learning.goal_arrived()
+                self._learning = None
+                self.get_logger().info(f"online learning off: policy {changes['policy']} has no predictor")
         self.get_logger().info(f"run-time parameters applied: {changes}")
 
     def _autostart(self) -> None:

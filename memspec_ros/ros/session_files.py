@@ -42,6 +42,11 @@ from memspec_ros.runtime.conversation import ConversationRecord
 FORMAT = "memspec_session/1"
 SUFFIX = ".json"
 TEMP_PREFIX = ".tmp-"
+LOCK_NAME = ".lock"
+"""The file :class:`SessionDirLock` locks (not a session file)."""
+KEPT_BESIDE = ".safetensors"
+"""Files of this suffix in a node's session folder are the node's other state (the online
+learner's, :mod:`memspec_ros.runtime.online_state`): left alone, not reported as stray files."""
 """Temporary files of a write in progress; one left behind was cut short by a crash."""
 MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt",
                "tokenizer.model")
@@ -134,6 +139,8 @@ class SessionFileStore:
             if path.name.startswith(TEMP_PREFIX):
                 path.unlink(missing_ok=True)
                 continue
+            if path.suffix == KEPT_BESIDE or path.name == LOCK_NAME:
+                continue  # online learning's state (memspec_ros.runtime.online_state), the folder's lock
             if not path.is_file() or path.suffix != SUFFIX:
                 skipped.append(SkippedFile(path, "not a session file (ignored)"))
                 continue
@@ -254,7 +261,7 @@ class SessionDirLock:
     def __init__(self, folder: Path) -> None:
         import fcntl
 
-        self.path = folder / ".lock"
+        self.path = folder / LOCK_NAME
         self._fh = self.path.open("a+")
         try:
             fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)

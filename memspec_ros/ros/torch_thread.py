@@ -38,12 +38,17 @@ class TorchThread:
 
     def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` on the torch thread; its result, or its exception re-raised here."""
+        return self.submit(fn, *args, **kwargs).result()
+
+    def submit(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future:
+        """Queue ``fn(*args, **kwargs)`` on the torch thread without waiting (idle-time work: online
+        learning); a job queued later runs after it."""
         future: Future = Future()
         with self._lock:  # a job queued behind close() would never run: its caller would wait for good
             if self._closed:
                 raise RuntimeError("the node's torch thread has been closed")
             self._jobs.put((functools.partial(fn, *args, **kwargs), future))
-        return future.result()
+        return future
 
     def close(self, timeout_s: float = 5.0) -> bool:
         """End the thread once what it runs has returned, waiting up to ``timeout_s``; True if it ended.

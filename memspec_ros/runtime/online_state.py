@@ -44,7 +44,8 @@ def save_state(path: Path, learner: OnlineLearner) -> None:
     pred = learner.predictor
     meta = {"format": FORMAT, "shipped": shipped_digest(pred, learner.shipped_weight, learner.shipped_bias),
             "draft_names": json.dumps(pred.draft_names)}
-    fd, tmp = tempfile.mkstemp(prefix=".online_predictor.", suffix=".tmp", dir=path.parent)
+    # ".tmp-" like the session files' temporaries: a node starting up removes a leftover one
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-online_predictor.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         save_file(learner.state(), tmp, metadata=meta)

@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from .catalogue import Budget, Catalogue
 from .cost_model import CostModel
 from .loader import LoadRecord
+from .ngram_member import ngram_rounds
+from .online_learning import LearnReport, examples_from_turn
 from .policies.base import Policy
 from .residency import DraftState
 from .round_execution import predictor_calls
 from .runtime import DraftRuntime, GenerationReport, RuntimeConfig
 from .trace_rounds import TraceRounds
-from .traces import DialogueTrace
+from .traces import DialogueTrace, TurnTrace
 from .virtual_time import VirtualClock, VirtualLoader
 
 
@@ -37,6 +39,8 @@ class SimulationResult:
     load_records: list[LoadRecord] = field(default_factory=list)
     """The loader's most recent records at the end of the session (a rolling window, as in real runs)."""
     predictor_calls: int = 0
+    learn_reports: list[LearnReport] = field(default_factory=list)
+    """One per turn when the runtime learns online (:meth:`DraftRuntime.enable_learning`)."""
 
     @property
     def tokens(self) -> int:
@@ -75,6 +79,26 @@ class Simulator:
         self.loader = self.runtime.loader
         self.policy = policy
 
+    def _learn_from(self, turn: TurnTrace) -> LearnReport:
+        """Online learning after a replayed turn, as :meth:`DraftRuntime.learn_from_last_turn` does in
+        a real run: labels for the drafts resident now (the trace holds every draft's teacher-forced
+        match; only those in memory could be run), the n-gram member's lookups replayed. Between
+        turns, so no virtual time is charged: in the node it runs in idle time."""
+        runtime = self.runtime
+        learner = runtime.learner
+        assert learner is not None
+        names = learner.predictor.draft_names
+        match = {n: turn.match[n] for n in self.pool.resident() if n in names and n in turn.match}
+        if runtime.ngram is not None:
+            observe = getattr(runtime.policy, "observe_ngram_replay", None)
+            if observe is not None:
+                tokens = self.rounds.tokens
+                observe(ngram_rounds(runtime.ngram, tokens, len(tokens) - len(turn.output_ids), runtime.config.k))
+        x, y, mask = examples_from_turn(turn.prompt_ids, turn.output_ids, turn.hidden, match, names,
+                                        learner.predictor.hidden_size, k=runtime.config.k,
+                                        max_new_tokens=turn.max_new_tokens)
+        return learner.learn(x, y, mask)
+
     def set_hint(self, domain: str | None) -> None:
         """Same as :meth:`DraftRuntime.set_hint`."""
         self.runtime.set_hint(domain)
@@ -98,6 +122,8 @@ class Simulator:
         for i, turn in enumerate(trace.turns):
             result.reports.append(self.runtime.generate(turn.prompt, turn.max_new_tokens,
                                                         conversation=conversation))
+            if self.runtime.learner is not None:
+                result.learn_reports.append(self._learn_from(turn))
             if on_report is not None:
                 on_report(i, result.reports[-1])
         result.load_records = self.loader.records()

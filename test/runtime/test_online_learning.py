@@ -84,7 +84,7 @@ def test_state_survives_a_restart_and_bad_files_are_skipped(tmp_path) -> None:
         learner.learn(*_turn(rng), np.ones((40, 3), bool))
     path = tmp_path / "node" / FILE_NAME
     save_state(path, learner)
-    assert path.stat().st_size < 64 * 1024 and not list(path.parent.glob(".online_predictor.*"))
+    assert path.stat().st_size < 64 * 1024 and not list(path.parent.glob(".tmp-*"))
     restarted = _learner()
     assert load_state(path, restarted) is None
     assert np.array_equal(restarted.predictor.weight, learner.predictor.weight)

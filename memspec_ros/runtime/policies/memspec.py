@@ -48,6 +48,10 @@ from .base import (
     stall_plan,
 )
 
+NGRAM_EVIDENCE = 4
+"""Matched lookups the n-gram member needs before it may replace a model draft (it replaces a
+draftless round from the start: a miss there costs nothing)."""
+
 
 def working_set(view: PolicyView, utility: Mapping[str, float], *, keep_bonus: float, min_utility: float,
                 if_loaded: Mapping[str, float] | None = None) -> list[str]:
@@ -180,7 +184,9 @@ class _ManagedPolicy(Policy):
             if self._draftless_streak >= self.probe_every:
                 return Decision(best, k=k)  # the probe: a stretch without a model draft learns nothing of it
             return Decision(view.ngram, k=ngram[0]) if ngram is not None else Decision(None)
-        if ngram is not None and with_draft is not None and ngram[1] > with_draft * (1.0 + self.switch_margin):
+        # Replacing a model draft is not free (a miss forgoes the draft's tokens): only on evidence of matches.
+        if ngram is not None and with_draft is not None and self.ngram_value.hits >= NGRAM_EVIDENCE \
+                and ngram[1] > with_draft * (1.0 + self.switch_margin):
             return Decision(view.ngram, k=ngram[0])
         return Decision(best, k=k)
 

@@ -1,0 +1,291 @@
+"""Online learning experiments: a shifted mix of topics, and a cold start (simulated on exact traces).
+
+``python -m bench.learning_shift [--catalogue models/zoo] [--mix code=0.7]``
+
+The predictor ships trained for the catalogue's own mix of topics (the corpora's). A robot's users
+talk about something else: here, a mix where one domain has ``share`` of the turns (default:
+code, 70%). Every configuration serves the same sessions, one after the other, with one policy
+object that lives through all of them, as a node does:
+
+* **shipped**: memspec with the shipped predictor (its per-session corrections only);
+* **online**: the same, learning online after every turn (:mod:`memspec_ros.runtime.online_learning`:
+  labels only for the drafts resident at the turn's end, the guard on);
+* **offline (new mix)**: memspec with a predictor trained offline, the way ``memspec_build
+  predictor`` trains, on traces of *other* sessions of the new mix (disjoint prompts): what the
+  online learner should approach;
+* **cold start**: memspec with an untrained predictor (every forecast 0.5) learning online from
+  the first session;
+* **oracle**: the best draft per segment in hindsight, all drafts resident (the bound).
+
+And on the shipped mix (the catalogue's held-out prompts, sessions as ``make bench`` builds
+them): shipped against online, since learning must not cost where the shipped predictor is right.
+
+The goals (issue 42): after 10 sessions online is within 5% of the offline new-mix predictor, and
+on the shipped mix no more than 2% below the shipped predictor. The simulator replays the exact
+greedy traces through the same runtime and policy code with a cost model measured here
+(``bench.calibration``); learning happens between turns and costs no decoding time (in the node it
+runs in idle time; ``bench.learning_cost`` measures what a goal that arrives meanwhile pays).
+Writes ``learning.json``, ``learning.png`` and ``learning.md`` to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from memspec_ros.runtime import Budget, RuntimeConfig, Simulator
+from memspec_ros.runtime.ngram_member import NgramSettings
+from memspec_ros.runtime.policies import MemSpecPolicy, OraclePolicy
+from memspec_ros.runtime.predictor import DraftPredictor
+from memspec_ros.runtime.predictor_training import train_predictor
+from memspec_ros.runtime.traces import DialogueTrace
+from memspec_ros.runtime.workload import load_chat_style, load_prompts
+
+from .calibration import calibrate
+from .config import REPO
+from .policy_factory import PolicyFactory
+from .split import load_training_prompts
+from .testbed import load_testbed
+from .trace_cache import ConversationCursor, DialogueTraces, session_traces
+from .workloads import ScriptedDialogue, build_workload, evaluation_pools
+
+ARMS = ("shipped", "online", "offline-new-mix", "cold-start", "oracle")
+
+
+def mixed_sessions(pools: dict[str, list[str]], domain: str, share: float, *, sessions: int, turns: int,
+                   max_new_tokens: int, seed: int, prefix: str, style) -> list[ScriptedDialogue]:
+    """Sessions whose turns are ``domain`` with probability ``share``, else another domain (uniformly);
+    prompts are taken off ``pools`` (without replacement while a domain has any left)."""
+    rng = random.Random(seed)
+    others = [d for d in sorted(pools) if d != domain]
+    used: dict[str, int] = dict.fromkeys(pools, 0)
+    out = []
+    for s in range(sessions):
+        chosen = []
+        for _ in range(turns):
+            d = domain if rng.random() < share or not others else rng.choice(others)
+            pool = pools[d]
+            prompt = pool.pop() if len(pool) > 1 else pool[used[d] % len(pool)]
+            used[d] += 1
+            chosen.append(style.turn(prompt, max_new_tokens, d))
+        out.append(ScriptedDialogue(f"{prefix}-{s}", 1, tuple(chosen), carry_context=True))
+    return out
+
+
+def _flat(traces: DialogueTraces) -> list[DialogueTrace]:
+    return list(traces.conversations)
+
+
+def serve(sim_policy, catalogue, budget: Budget, cost, config: RuntimeConfig, sessions: Sequence[DialogueTraces],
+          *, learn: bool) -> list[float]:
+    """tokens/s of each session, one simulator (one runtime, one policy) across all of them."""
+    sim = Simulator(catalogue, budget, sim_policy, cost, config)
+    if learn:
+        sim.runtime.enable_learning()
+    sim.warm_up()
+    rates = []
+    for traces in sessions:
+        tokens = wall = 0.0
+        for conv in traces.conversations:
+            res = sim.run(conv)
+            tokens += res.tokens
+            wall += res.wall_s
+        rates.append(tokens / wall if wall else 0.0)
+    return rates
+
+
+def oracle_rates(factory: PolicyFactory, catalogue, cost, config, sessions: Sequence[DialogueTraces]) -> list[float]:
+    """The oracle, session by session (it needs each session's trace; it learns nothing to carry)."""
+    rates = []
+    for traces in sessions:
+        cursor = ConversationCursor(traces)
+        sim = Simulator(catalogue, Budget.unlimited(), OraclePolicy(cursor), cost, config)
+        sim.warm_up()
+        tokens = wall = 0.0
+        for i, conv in enumerate(traces.conversations):
+            cursor.index = i
+            res = sim.run(conv)
+            tokens += res.tokens
+            wall += res.wall_s
+        rates.append(tokens / wall if wall else 0.0)
+    return rates
+
+
+def untrained(shipped: DraftPredictor) -> DraftPredictor:
+    """A predictor that knows nothing: zero weights and biases (every forecast 0.5), the shipped
+    feature statistics (standardisation is not learning)."""
+    return DraftPredictor(shipped.draft_names, shipped.hidden_size, np.zeros_like(shipped.weight),
+                          np.zeros_like(shipped.bias), shipped.mean, shipped.std, buckets=shipped.buckets)
+
+
+def run(args: argparse.Namespace) -> Path:
+    t0 = time.perf_counter()
+    out = args.out or REPO / "results" / f"learning-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    tb = load_testbed(args.catalogue, args.threads or None, args.dtype)
+    prompts_file = args.catalogue.parent / "heldout" / "prompts.jsonl" if args.catalogue.is_file() else \
+        args.catalogue / "heldout" / "prompts.jsonl"
+    prompts = load_prompts(prompts_file)
+    style = load_chat_style(prompts_file)
+    training = load_training_prompts(tb.predictor_path)
+    domain, share = args.mix
+    if domain not in prompts:
+        raise SystemExit(f"--mix domain {domain!r} has no held-out prompts (domains: {sorted(prompts)})")
+    pools, _ = evaluation_pools(prompts, training, args.seed)
+    serving = mixed_sessions(pools, domain, share, sessions=args.sessions, turns=args.turns,
+                             max_new_tokens=args.max_new_tokens, seed=args.seed, prefix="shift", style=style)
+    offline = mixed_sessions(pools, domain, share, sessions=args.train_sessions, turns=args.turns,
+                             max_new_tokens=args.max_new_tokens, seed=args.seed + 1, prefix="shift-train",
+                             style=style)
+    shipped_mix = build_workload(prompts, exclude=training, sessions=args.sessions, turns=args.turns,
+                                 max_new_tokens=args.max_new_tokens, seed=args.seed + 2, style=style)
+    cache = REPO / ".cache" / "bench-traces"
+    log = lambda msg: print(f"[{time.perf_counter() - t0:7.1f}s] {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    log(f"{len(serving)} sessions of the new mix ({domain} {share:.0%}), {len(offline)} to train a predictor on it, "
+        f"{len(shipped_mix.sessions)} of the shipped mix; recording traces")
+    serve_tr = session_traces(tb, serving, cache, args.k)
+    train_tr = session_traces(tb, offline, cache, args.k)
+    ship_tr = session_traces(tb, shipped_mix.sessions, cache, args.k)
+    factory = PolicyFactory(tb.predictor_path, tb.catalogue.names, seed=args.seed)
+    budget = Budget.drafts(args.budget)
+    cal = calibrate(tb, shipped_mix.calibration, ship_tr[0], ratio=2.7, budget=budget, k=args.k,
+                    check_interval=4, repeats=5, factory=factory)
+    cost = cal.cost
+    config = RuntimeConfig(k=args.k, check_interval=4, storage=cal.storage, ngram=NgramSettings(),
+                           scheduling="inline")
+    shipped = DraftPredictor.load(tb.predictor_path, tb.catalogue.names)
+    offline_pred, metrics = train_predictor([c for tr in train_tr for c in _flat(tr)], tb.catalogue.names,
+                                            shipped.hidden_size, k=args.k)
+    log(f"calibrated (round {cal.round_s * 1e3:.1f} ms); offline new-mix predictor trained on "
+        f"{metrics['train'].examples} examples; simulating")
+    new_mix: dict[str, list[float]] = {
+        "shipped": serve(MemSpecPolicy(copy.deepcopy(shipped)), tb.catalogue, budget, cost, config, serve_tr,
+                         learn=False),
+        "online": serve(MemSpecPolicy(copy.deepcopy(shipped)), tb.catalogue, budget, cost, config, serve_tr,
+                        learn=True),
+        "offline-new-mix": serve(MemSpecPolicy(offline_pred), tb.catalogue, budget, cost, config, serve_tr,
+                                 learn=False),
+        "cold-start": serve(MemSpecPolicy(untrained(shipped)), tb.catalogue, budget, cost, config, serve_tr,
+                            learn=True),
+        "oracle": oracle_rates(factory, tb.catalogue, cost, config, serve_tr),
+    }
+    old_mix = {
+        "shipped": serve(MemSpecPolicy(copy.deepcopy(shipped)), tb.catalogue, budget, cost, config, ship_tr,
+                         learn=False),
+        "online": serve(MemSpecPolicy(copy.deepcopy(shipped)), tb.catalogue, budget, cost, config, ship_tr,
+                        learn=True),
+    }
+    after = args.after
+    results = {
+        "config": {"catalogue": str(args.catalogue), "mix": {"domain": domain, "share": share},
+                   "sessions": args.sessions, "turns": args.turns, "max_new_tokens": args.max_new_tokens,
+                   "train_sessions": args.train_sessions, "budget_drafts": args.budget, "k": args.k,
+                   "threads": tb.threads, "dtype": tb.dtype_note, "seed": args.seed, "after_sessions": after,
+                   "round_ms": cal.round_s * 1e3, "command": " ".join(sys.argv)},
+        "new_mix": new_mix, "shipped_mix": old_mix,
+        "summary": summarize(new_mix, old_mix, after),
+    }
+    (out / "learning.json").write_text(json.dumps(results, indent=1))
+    plot(results, out / "learning.png")
+    (out / "learning.md").write_text(report(results))
+    log(f"done: {out}")
+    return out
+
+
+def _mean_after(rates: Sequence[float], after: int) -> float:
+    tail = rates[after:] or rates[-1:]
+    return statistics.fmean(tail)
+
+
+def summarize(new_mix: Mapping[str, Sequence[float]], old_mix: Mapping[str, Sequence[float]], after: int
+              ) -> dict[str, float]:
+    """The two goals, on the sessions after the first ``after``."""
+    online = _mean_after(new_mix["online"], after)
+    offline = _mean_after(new_mix["offline-new-mix"], after)
+    return {"online_vs_offline_new_mix": online / offline,
+            "online_vs_shipped_new_mix": online / _mean_after(new_mix["shipped"], after),
+            "cold_vs_offline_new_mix": _mean_after(new_mix["cold-start"], after) / offline,
+            "online_vs_oracle_new_mix": online / _mean_after(new_mix["oracle"], after),
+            "online_vs_shipped_on_shipped_mix": statistics.fmean(old_mix["online"]) / statistics.fmean(
+                old_mix["shipped"])}
+
+
+def plot(results: Mapping, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    for name, rates in results["new_mix"].items():
+        axes[0].plot(range(1, len(rates) + 1), rates, marker="o", label=name)
+    mix = results["config"]["mix"]
+    axes[0].set_title(f"serving a new mix ({mix['domain']} {mix['share']:.0%})")
+    for name, rates in results["shipped_mix"].items():
+        axes[1].plot(range(1, len(rates) + 1), rates, marker="o", label=name)
+    axes[1].set_title("serving the shipped mix")
+    for ax in axes:
+        ax.set_xlabel("session (one runtime and policy through all of them)")
+        ax.set_ylabel("tokens/s (simulated on exact traces)")
+        ax.legend()
+        ax.grid(alpha=0.3)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def report(results: Mapping) -> str:
+    c, s = results["config"], results["summary"]
+    head = " | ".join(f"s{i + 1}" for i in range(c["sessions"]))
+    rows = [f"| configuration | {head} | mean after {c['after_sessions']} |", "|---|" + "---|" * (c["sessions"] + 1)]
+    for name, rates in results["new_mix"].items():
+        rows.append(f"| {name} | " + " | ".join(f"{r:.1f}" for r in rates)
+                    + f" | {_mean_after(rates, c['after_sessions']):.1f} |")
+    old = [f"| {n} (shipped mix) | " + " | ".join(f"{r:.1f}" for r in rates) + f" | {statistics.fmean(rates):.1f} |"
+           for n, rates in results["shipped_mix"].items()]
+    return "\n".join([
+        "# Online learning: a shifted mix and a cold start (simulated on exact traces)", "",
+        f"`{c['command']}`: catalogue {c['catalogue']}, {c['sessions']} sessions of {c['turns']} turns x "
+        f"{c['max_new_tokens']} tokens, new mix {c['mix']['domain']} {c['mix']['share']:.0%}, the offline new-mix "
+        f"predictor trained on {c['train_sessions']} other sessions of it; budget {c['budget_drafts']} drafts, "
+        f"k={c['k']}, "
+        f"{c['threads']} thread(s), {c['dtype']}, round {c['round_ms']:.1f} ms; tokens/s per session:", "",
+        *rows, *old, "",
+        f"- online / offline new-mix predictor, sessions after {c['after_sessions']}: "
+        f"**{s['online_vs_offline_new_mix']:.3f}** (goal >= 0.95)",
+        f"- online / shipped on the shipped mix: **{s['online_vs_shipped_on_shipped_mix']:.3f}** (goal >= 0.98)",
+        f"- online / shipped on the new mix: {s['online_vs_shipped_new_mix']:.3f}; cold start / offline: "
+        f"{s['cold_vs_offline_new_mix']:.3f}; online / oracle: {s['online_vs_oracle_new_mix']:.3f}", "",
+        "![learning](learning.png)", ""])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--catalogue", type=Path, default=REPO / "models" / "zoo",
+                    help="catalogue file or folder (default: the 17 M zoo, whose traces take seconds)")
+    ap.add_argument("--mix", type=lambda v: (v.split("=")[0], float(v.split("=")[1])), default=("code", 0.7),
+                    help="the new mix: DOMAIN=SHARE (default code=0.7)")
+    ap.add_argument("--sessions", type=int, default=14)
+    ap.add_argument("--train-sessions", type=int, default=14)
+    ap.add_argument("--turns", type=int, default=6)
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--after", type=int, default=10, help="the goals are judged on the sessions after this many")
+    ap.add_argument("--budget", type=int, default=2)
+    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=None)
+    print(run(ap.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()
