@@ -10,7 +10,7 @@ PARAMS ?= config/memspec.yaml
 CATALOGUE ?=
 BENCH_MODELS := $(if $(CATALOGUE),--catalogue $(CATALOGUE))
 
-.PHONY: setup demo test lint node bench bench-quick bench-do-no-harm soak zoo smollm2 llama-cpp clean help
+.PHONY: setup demo test lint node bench bench-quick bench-do-no-harm bench-learning soak zoo smollm2 llama-cpp clean help
 
 help:
 	@echo "make demo        set up, start the node with the bundled models, run a dialogue through it"
@@ -20,6 +20,8 @@ help:
 	@echo "                 CATALOGUE=path/to/catalogue.yaml (or its folder) measures your own model set"
 	@echo "make bench-do-no-harm  the two do-no-harm cases: a deliberately weak model set (drafts trained for one"
 	@echo "                 minute) and the default set beside two CPU-bound neighbours (bench-quick each)"
+	@echo "make bench-learning  online learning: a shifted mix of topics and a cold start (simulated on exact"
+	@echo "                 traces and real), and what a learning step costs a goal (CATALOGUE as for bench)"
 	@echo "make soak        node soak: SOAK_MINUTES (30) of back-to-back goals, then 20 lifecycle cycles; flat RSS"
 	@echo "make zoo         rebuild the model zoo from offline corpora: the target (training/), then its drafts and"
 	@echo "                 predictor with memspec_build, as for your own models (hours; the zoo is committed)"
@@ -53,6 +55,10 @@ bench: setup
 
 bench-quick: setup
 	@$(ENV) python -m bench --quick $(BENCH_MODELS)
+
+bench-learning: setup
+	@$(ENV) python -m bench.learning_shift --real $(BENCH_MODELS)
+	@$(ENV) python -m bench.learning_cost $(BENCH_MODELS)
 
 # Do no harm: memspec must never be slower than target-only. Case 1: drafts trained for one minute
 # (built once into .cache/weak_smollm2 with memspec_build, from the default set's corpora); case 2: the

@@ -1,6 +1,6 @@
 """Online learning experiments: a shifted mix of topics, and a cold start (simulated on exact traces).
 
-``python -m bench.learning_shift [--catalogue models/zoo] [--mix code=0.7]``
+``python -m bench.learning_shift [--catalogue models/zoo] [--mix code=0.7] [--real]``
 
 The predictor ships trained for the catalogue's own mix of topics (the corpora's). A robot's users
 talk about something else: here, a mix where one domain has ``share`` of the turns (default:
@@ -207,7 +207,8 @@ def run(args: argparse.Namespace) -> Path:
                          learn=False),
         "online": serve(MemSpecPolicy(copy.deepcopy(shipped)), tb.catalogue, budget, cost, config, serve_tr,
                         learn=True),
-        "offline-new-mix": serve(MemSpecPolicy(offline_pred), tb.catalogue, budget, cost, config, serve_tr,
+        "offline-new-mix": serve(MemSpecPolicy(copy.deepcopy(offline_pred)), tb.catalogue, budget, cost, config,
+                                 serve_tr,
                                  learn=False),
         "cold-start": serve(MemSpecPolicy(untrained(shipped)), tb.catalogue, budget, cost, config, serve_tr,
                             learn=True),
@@ -335,8 +336,9 @@ def report(results: Mapping) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--catalogue", type=Path, default=REPO / "models" / "zoo",
-                    help="catalogue file or folder (default: the 17 M zoo, whose traces take seconds)")
+    ap.add_argument("--catalogue", type=Path, default=REPO / "models" / "smollm2",
+                    help="catalogue file or folder (default: the default model set; models/zoo records its "
+                         "traces in seconds)")
     ap.add_argument("--mix", type=lambda v: (v.split("=")[0], float(v.split("=")[1])), default=("code", 0.7),
                     help="the new mix: DOMAIN=SHARE (default code=0.7)")
     ap.add_argument("--sessions", type=int, default=14)

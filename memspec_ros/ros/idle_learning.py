@@ -4,8 +4,9 @@ After a goal's turn completes, one learning step (:meth:`DraftRuntime.learn_from
 queued on the node's torch thread, where every generation runs too. A goal that is accepted
 meanwhile sets the step's cancel event: the step stops before its next draft pass (a pass over a
 turn is a few to a few tens of milliseconds) and the goal's turn, queued behind it on the same
-thread, starts. So learning never runs beside decoding, and a goal waits at most for the pass
-in progress; ``bench.learning_cost`` measures what that costs a goal's tokens/s.
+thread, starts (a goal that waited in the queue cancels the step queued after the goal before it,
+as it starts). So learning never runs beside decoding, and a goal waits at most for the pass in
+progress; ``bench.learning_cost`` measures what that costs a goal's tokens/s.
 
 The learned state is written after every step, atomically, beside the node's session files
 (:mod:`memspec_ros.runtime.online_state`), so a restarted node continues from it; without a
@@ -42,14 +43,12 @@ class IdleLearning:
         self.last: LearnReport | None = None
         self.steps = 0
         self.cancelled = 0
-        self.learner = self._attach(None)
+        self.learner = self._attach()
 
-    def _attach(self, previous: OnlineLearner | None) -> OnlineLearner:
-        """Learn for the runtime's current policy, continuing ``previous`` (or the file) if there is one."""
+    def _attach(self) -> OnlineLearner:
+        """Learn for the runtime's current policy, continuing from the file if there is one."""
         learner = self._runtime.enable_learning()
-        if previous is not None:
-            learner.restore(previous.state())
-        elif self.path is not None:
+        if self.path is not None:
             reason = load_state(self.path, learner)
             if reason is not None:
                 self._log.warning(f"online learning: {reason}")
@@ -58,9 +57,11 @@ class IdleLearning:
         return learner
 
     def policy_changed(self) -> None:
-        """The runtime's policy was replaced: keep learning into the new policy's predictor."""
-        with self._lock:
-            self.learner = self._attach(self.learner)
+        """The runtime's policy was replaced; it carried the learned state over to the new predictor."""
+        learner = self._runtime.learner
+        if learner is not None:
+            with self._lock:
+                self.learner = learner
 
     def after_turn(self) -> None:
         """A turn completed: queue a learning step on the torch thread (returns at once)."""
@@ -79,8 +80,7 @@ class IdleLearning:
         self.goal_arrived()
         with self._lock:
             learner = self.learner
-        learner.reset()
-        learner.examples_seen = learner.fallbacks = 0
+        learner.reset(forget_counters=True)  # under the learner's step lock: a running step cannot undo it
         if self.path is not None:
             self.path.unlink(missing_ok=True)
         self._log.info("online learning: reset to the shipped predictor")

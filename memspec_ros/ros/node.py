@@ -258,6 +258,18 @@ class MemSpecNode(LifecycleNode):
         self._learning = IdleLearning(self.runtime, self._torch, self.get_logger(),
                                       files.directory if files is not None else None)
 
+    def _refresh_learning(self, policy_name: str) -> None:
+        """After a run-time policy change: keep learning into the new predictor, start learning for a
+        predictor policy that follows one without, or stop for a policy without a predictor."""
+        if self.runtime.learner is not None and self._learning is not None:
+            self._learning.policy_changed()
+        elif self.runtime.learner is None and self._learning is not None:
+            self._learning.goal_arrived()
+            self._learning = None
+            self.get_logger().info(f"online learning off: policy {policy_name} has no predictor")
+        elif self._learning is None and self.config is not None:
+            self._start_learning(self.config)
+
     def _describe_sessions(self) -> str:
         files = self.dialogues.files
         if files is None:
@@ -628,6 +640,8 @@ class MemSpecNode(LifecycleNode):
                 return FinishReason.CANCELLED
             return FinishReason.DEACTIVATED if self._stop_reason is not None else None
 
+        if self._learning is not None:
+            self._learning.goal_arrived()  # a step queued after the previous goal (this one waited in the queue)
         with runtime.hint_scope(goal.domain_hint or None):
             report = self._torch.run(runtime.run_turn, request, sampling_params(goal), conversation=conversation,
                                      on_progress=publish, progress_every=self.config["feedback_every_rounds"],
@@ -764,6 +778,18 @@ class MemSpecNode(LifecycleNode):
         self._prediction_gc.trigger()
 
     # ------------------------------------------------------------------ publishing
+    @staticmethod
+    def _describe_ngram(runtime: DraftRuntime) -> str:
+        """The n-gram member for /diagnostics: its settings and, under memspec, what it measured."""
+        if runtime.ngram is None:
+            return "off"
+        text = f"on (n {runtime.ngram.min_n}-{runtime.ngram.max_n})"
+        value = getattr(runtime.policy, "ngram_value", None)
+        if value is not None and value.rounds:
+            text += (f", {value.rounds} round(s) chosen, {value.hit:.0%} matched recently, acceptance on a match "
+                     f"{value.acceptance:.2f}")
+        return text
+
     def _draftless_service(self) -> str:
         """How the node serves without a model draft: with the n-gram member if it is on."""
         runtime = self.runtime
@@ -820,7 +846,7 @@ class MemSpecNode(LifecycleNode):
             "load_to_round_ratio": f"{ratio:.2f}" if ratio is not None else "n/a",
             "predictor_fraction_of_decode": f"{st.predictor_fraction:.4f}",
             "dtype": self._dtype_name,
-            "ngram": (f"on (n {runtime.ngram.min_n}-{runtime.ngram.max_n})" if runtime.ngram is not None else "off"),
+            "ngram": self._describe_ngram(runtime),
             "online_learning": self._learning.describe() if self._learning is not None else "off",
         }
         if guard is not None:
@@ -896,13 +922,8 @@ class MemSpecNode(LifecycleNode):
         self.config = dataclasses.replace(config, values=values)
         runtime.reconfigure(k=values["num_speculative_tokens"], check_interval=values["check_interval"])
         if policy is not None and changes["policy"] != config["policy"]:
-            runtime.set_policy(policy)
-            if self._learning is not None and getattr(policy, "predictor", None) is not None:
-                self._learning.policy_changed()
-            elif self._learning is not None:
-                self._learning.goal_arrived()
-                self._learning = None
-                self.get_logger().info(f"online learning off: policy {changes['policy']} has no predictor")
+            runtime.set_policy(policy)  # carries a learner's state over to the new predictor, or drops it
+            self._refresh_learning(changes["policy"])
         self.get_logger().info(f"run-time parameters applied: {changes}")
 
     def _autostart(self) -> None:

@@ -189,11 +189,12 @@ def validate(values: dict[str, Any], problems: dict[str, str] | None = None) -> 
     if values["ngram_min_n"] > values["ngram_max_n"]:
         raise ConfigError(f"parameter 'ngram_min_n' = {values['ngram_min_n']} exceeds ngram_max_n = "
                           f"{values['ngram_max_n']}: lower it or raise ngram_max_n")
-    if values["ngram"] and NGRAM_NAME in names:
-        raise ConfigError(f"parameter 'catalogue': {catalogue.source} has a draft named '{NGRAM_NAME}', the name of the "
-                          "n-gram member: rename the draft, or set ngram:=false")
+    if NGRAM_NAME in names:
+        raise ConfigError(f"parameter 'catalogue': {catalogue.source} has a draft named '{NGRAM_NAME}', the name "
+                          "reserved for the n-gram member: rename the draft")
     static_choices = [*names, *([NGRAM_NAME] if values["ngram"] else [])]
-    if values["policy"] == "static" and values["static_draft"] and values["static_draft"] not in static_choices:
+    # Checked whatever the policy: policy is changeable at run time, static_draft is not.
+    if values["static_draft"] and values["static_draft"] not in static_choices:
         raise ConfigError(f"parameter 'static_draft' = '{values['static_draft']}' is not a draft of "
                           f"{catalogue.source} (has {static_choices})")
     if values["default_max_new_tokens"] > values["max_new_tokens_limit"]:

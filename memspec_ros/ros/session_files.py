@@ -42,12 +42,12 @@ from memspec_ros.runtime.conversation import ConversationRecord
 FORMAT = "memspec_session/1"
 SUFFIX = ".json"
 TEMP_PREFIX = ".tmp-"
+"""Temporary files of a write in progress; one left behind was cut short by a crash."""
 LOCK_NAME = ".lock"
 """The file :class:`SessionDirLock` locks (not a session file)."""
 KEPT_BESIDE = ".safetensors"
 """Files of this suffix in a node's session folder are the node's other state (the online
 learner's, :mod:`memspec_ros.runtime.online_state`): left alone, not reported as stray files."""
-"""Temporary files of a write in progress; one left behind was cut short by a crash."""
 MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt",
                "tokenizer.model")
 """The files of a model folder that decide what a token id means."""

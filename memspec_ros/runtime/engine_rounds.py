@@ -35,6 +35,10 @@ class EngineTurn:
         return self.state.done
 
     @property
+    def tokens(self) -> list[int]:
+        return self.state.token_ids
+
+    @property
     def remaining(self) -> int:
         return self.state.remaining
 

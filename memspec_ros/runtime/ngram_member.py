@@ -24,7 +24,7 @@ from memspec_ros.core.ngram_proposer import DEFAULT_MAX_N, DEFAULT_MIN_N, NGRAM_
 from memspec_ros.core.sampling import GREEDY
 from memspec_ros.knobs import NGRAM_N
 
-from .speculation_length import LengthChoice, best_length, expected_emitted, per_token_acceptance
+from .speculation_length import LengthChoice, best_length, per_token_acceptance
 
 NGRAM_DOMAIN = "repeats"
 """The domain the member shows on the residency topic: what it drafts from is the dialogue's own
@@ -50,11 +50,14 @@ class NgramSettings:
 
 
 class NgramValue:
-    """Measured value of the n-gram member: its match rate and its acceptance when it matches.
+    """Measured value of the n-gram member: its acceptance when it matches, and how often it matched.
 
-    Both are moving averages with priors (``prior_hit``, ``prior_acceptance``, each worth
-    ``prior_rounds`` rounds), so an untried member is tried: a miss costs nothing, and the first
-    few matches settle the acceptance.
+    The runtime looks the match up before every round, so a policy knows whether the member has
+    something to propose; what it cannot know in advance is how much of it the target will accept.
+
+    Both are moving averages (rate ``alpha``) starting from priors (``prior_hit``,
+    ``prior_acceptance``), so an untried member is tried: a miss in place of a draftless round
+    costs nothing, and the first few matches settle the acceptance.
     """
 
     def __init__(self, *, alpha: float = 0.2, prior_hit: float = 0.3, prior_acceptance: float = 0.5) -> None:
@@ -76,16 +79,6 @@ class NgramValue:
     def on_match(self, k: int, step_s: float, verify_s: float) -> LengthChoice:
         """Best proposal length and tokens/s of a round whose lookup matched."""
         return best_length(per_token_acceptance(self.acceptance, k), step_s, verify_s, k)
-
-    def tokens_per_s(self, k: int, step_s: float, verify_s: float, target_step_s: float) -> tuple[int, float]:
-        """``(k, tokens/s)`` of choosing the member for a round: a match runs a verification of the
-        best length, a miss a target-only step."""
-        match = self.on_match(k, step_s, verify_s)
-        emitted = expected_emitted(per_token_acceptance(self.acceptance, k), match.k)
-        seconds = match.k * step_s + verify_s
-        tokens = self.hit * emitted + (1.0 - self.hit)
-        time = self.hit * seconds + (1.0 - self.hit) * target_step_s
-        return match.k, tokens / time
 
 
 def ngram_rounds(proposer: NgramProposer, context: Sequence[int], start: int, k: int) -> list[tuple[int, int]]:

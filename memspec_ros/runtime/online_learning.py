@@ -102,9 +102,15 @@ class OnlineLearner:
                  fallback_margin: float = 0.01) -> None:
         self.predictor = predictor
         self._lock = lock or threading.RLock()
+        self._step_lock = threading.Lock()
+        """Held through :meth:`learn`, :meth:`reset` and :meth:`restore`: a reset from a service thread
+        cannot interleave with a step on the learning thread (whose weights would then overwrite it)."""
         self.shipped_weight = predictor.weight.copy()
         self.shipped_bias = predictor.bias.copy()
         self.lr, self.steps, self.l2 = lr, steps, l2
+        self.settings = {"lr": lr, "steps": steps, "l2": l2, "replay": replay, "window": window,
+                         "min_window": min_window, "fallback_margin": fallback_margin}
+        """The constructor's settings (a learner rebuilt for another policy's predictor keeps them)."""
         self.fallback_margin = fallback_margin
         self.min_window = min_window
         self._replay: deque[tuple[np.ndarray, np.ndarray, np.ndarray]] = deque(maxlen=replay)
@@ -118,6 +124,10 @@ class OnlineLearner:
     def learn(self, x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> LearnReport:
         """One turn's examples: features ``[N, D]`` (raw, as :func:`feature_vector` gives them),
         labels ``[N, M]`` in the predictor's draft order, ``mask`` ``[N, M]`` (True: labelled)."""
+        with self._step_lock:
+            return self._learn(x, y, mask)
+
+    def _learn(self, x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> LearnReport:
         keep = mask.any(axis=1)
         x, y, mask = x[keep], y[keep].astype(np.float32), mask[keep]
         if len(x) == 0:
@@ -132,7 +142,7 @@ class OnlineLearner:
         window_s = float(np.mean([b for _, b in self._regrets]))
         fell_back = len(self._regrets) >= self.min_window and window_l > window_s + self.fallback_margin
         if fell_back:
-            self.reset()
+            self._reset()
             self.fallbacks += 1
         for row in zip(z, y, mask, strict=True):
             self._replay.append(row)
@@ -141,8 +151,15 @@ class OnlineLearner:
         return LearnReport(len(x), float(learned.mean()), float(shipped.mean()), fell_back=fell_back,
                            window_learned_regret=window_l, window_shipped_regret=window_s)
 
-    def reset(self) -> None:
-        """Back to the shipped weights; forget the replay buffer and the guard's window."""
+    def reset(self, *, forget_counters: bool = False) -> None:
+        """Back to the shipped weights; forget the replay buffer and the guard's window (and, with
+        ``forget_counters``, the examples seen and fallbacks: a reset asked for by a user)."""
+        with self._step_lock:
+            self._reset()
+            if forget_counters:
+                self.examples_seen = self.fallbacks = 0
+
+    def _reset(self) -> None:
         with self._lock:
             self.predictor.weight = self.shipped_weight.copy()
             self.predictor.bias = self.shipped_bias.copy()
@@ -195,20 +212,21 @@ class OnlineLearner:
     # ------------------------------------------------------------------ state
     def state(self) -> dict[str, np.ndarray]:
         """What a restarted node needs to continue: the learned weights and the guard's window."""
-        with self._lock:
+        with self._step_lock, self._lock:
             w, b = self.predictor.weight.copy(), self.predictor.bias.copy()
-        regrets = np.array(list(self._regrets), dtype=np.float32).reshape(-1, 2)
+            regrets = np.array(list(self._regrets), dtype=np.float32).reshape(-1, 2)
         return {"weight": w, "bias": b, "regrets": regrets,
                 "counters": np.array([self.examples_seen, self.fallbacks], dtype=np.int64)}
 
     def restore(self, state: dict[str, np.ndarray]) -> None:
         """Continue from :meth:`state` (shapes are checked by the caller, :mod:`.online_state`)."""
-        with self._lock:
-            self.predictor.weight = state["weight"].astype(np.float32).copy()
-            self.predictor.bias = state["bias"].astype(np.float32).copy()
-        self._regrets.clear()
-        self._regrets.extend((float(a), float(b)) for a, b in state["regrets"])
-        self.examples_seen, self.fallbacks = (int(v) for v in state["counters"][:2])
+        with self._step_lock:
+            with self._lock:
+                self.predictor.weight = state["weight"].astype(np.float32).copy()
+                self.predictor.bias = state["bias"].astype(np.float32).copy()
+            self._regrets.clear()
+            self._regrets.extend((float(a), float(b)) for a, b in state["regrets"])
+            self.examples_seen, self.fallbacks = (int(v) for v in state["counters"][:2])
 
 
 def examples_from_turn(prompt_ids: Sequence[int], output_ids: Sequence[int], hidden: np.ndarray | None,

@@ -49,7 +49,14 @@ def save_state(path: Path, learner: OnlineLearner) -> None:
     os.close(fd)
     try:
         save_file(learner.state(), tmp, metadata=meta)
+        with open(tmp, "rb+") as fh:  # on disk before the rename, or a power cut could leave an empty file
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)  # the rename itself
+        finally:
+            os.close(dir_fd)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -74,9 +81,10 @@ def load_state(path: Path, learner: OnlineLearner) -> str | None:
         return f"{path} has format {meta.get('format')!r}, not {FORMAT!r}; starting from the shipped predictor"
     if meta.get("shipped") != shipped_digest(pred, learner.shipped_weight, learner.shipped_bias):
         return f"{path} was learned from another predictor (the model set changed); starting from the shipped one"
+    regrets, counters = state["regrets"], state["counters"]
     if state["weight"].shape != pred.weight.shape or state["bias"].shape != pred.bias.shape \
-            or state["regrets"].ndim != 2 or state["counters"].shape[0] < 2 \
-            or not (np.isfinite(state["weight"]).all() and np.isfinite(state["bias"]).all()):
-        return f"{path} has damaged learned weights; starting from the shipped predictor"
+            or regrets.ndim != 2 or (regrets.size and regrets.shape[1] != 2) or counters.ndim != 1 \
+            or counters.shape[0] < 2 or not all(np.isfinite(state[k]).all() for k in ("weight", "bias", "regrets")):
+        return f"{path} has damaged learned state; starting from the shipped predictor"
     learner.restore(state)
     return None

@@ -80,7 +80,8 @@ class ResidencySnapshot:
         working set is planned over."""
         member = DraftStatus(name=name, domain=domain, size_bytes=0, state=DraftState.RESIDENT, load_progress=1.0,
                              predicted_need=0.0, active=active)
-        return replace(self, active=name if active else self.active, drafts=(*self.drafts, member))
+        drafts = tuple(replace(d, active=False) for d in self.drafts) if active else self.drafts
+        return replace(self, active=name if active else self.active, drafts=(*drafts, member))
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,11 @@ class TurnRounds(Protocol):
     def done(self) -> bool: ...
 
     @property
+    def tokens(self) -> list[int]:
+        """The dialogue's tokens so far (what the n-gram member looks up in)."""
+        ...
+
+    @property
     def remaining(self) -> int: ...
 
     def run(self, draft: str | None, handle: Any, k: int, counterfactual: bool) -> RoundOutcome:

@@ -37,6 +37,8 @@ from memspec_ros.core.model_loading import (
     load_config,
     load_state_from_bytes,
 )
+from memspec_ros.core.ngram_proposer import NGRAM_NAME, lookup
+from memspec_ros.core.position_limit import context_bound
 from memspec_ros.core.proposer import DraftProposer
 from memspec_ros.core.sampling import GREEDY, SamplingParams
 from memspec_ros.core.stats import RoundStats
@@ -64,6 +66,9 @@ from .turn_progress import TextStream, TurnProgress
 from .turns import Admission, TurnRequest, admit, fit_turn
 
 _log = logging.getLogger(__name__)
+
+LEARN_CONTEXT = 512
+"""Tokens before a served turn that online learning's teacher-forced passes include."""
 
 
 @dataclass(frozen=True)
@@ -189,11 +194,16 @@ class GenerationReport:
     turn continuing a dialogue; for a chat turn, the common prefix with its rendering)."""
 
     def record_round(self, draft: str | None, proposed: int, accepted: int, stall_s: float) -> None:
-        """Account one round; shared by real runs and the simulator so both count alike."""
+        """Account one round; shared by real runs and the simulator so both count alike.
+
+        Switches count changes of model draft (each costs a catch-up forward); the n-gram member
+        has no cache to catch up, so rounds with it neither count as one nor break a run of a draft.
+        """
         if draft is not None:
-            if self.last_draft is not None and draft != self.last_draft:
+            if draft != NGRAM_NAME and self.last_draft is not None and draft != self.last_draft:
                 self.switches += 1
-            self.last_draft = draft
+            if draft != NGRAM_NAME:
+                self.last_draft = draft
             if draft not in self.drafts_used:
                 self.drafts_used.append(draft)
         self.rounds += 1
@@ -356,6 +366,9 @@ class DraftRuntime:
         t0 = time.perf_counter()
         names = list(learner.predictor.draft_names)
         start = len(served.context) - len(served.output_ids)
+        # The turn and at most LEARN_CONTEXT tokens before it: a pass's cost stays bounded however
+        # long the dialogue grows (the labels are the turn's; the draft sees ample context for them).
+        lo = max(0, start - LEARN_CONTEXT)
         match: dict[str, np.ndarray] = {}
         for name in self.pool.resident():
             if cancel is not None and cancel.is_set():
@@ -367,11 +380,14 @@ class DraftRuntime:
             except InvalidTransition:  # evicted since we listed it
                 continue
             try:
+                first = max(lo, len(served.context) - context_bound(proposer.model.config))
                 with torch.inference_mode():
-                    argmax = draft_argmax(proposer, served.context).cpu().numpy()
+                    argmax = draft_argmax(proposer, served.context[first:]).cpu().numpy()
             finally:
                 self.pool.release(name)
-            match[name] = argmax[start - 1: len(served.context) - 1] == np.asarray(served.output_ids)
+            if first >= start:
+                continue  # a turn longer than the draft's positions: no label for it
+            match[name] = argmax[start - 1 - first: len(served.context) - 1 - first] == np.asarray(served.output_ids)
         if cancel is not None and cancel.is_set():
             return LearnReport(0, None, None, cancelled=True, seconds=time.perf_counter() - t0)
         if self.ngram is not None:
@@ -395,17 +411,14 @@ class DraftRuntime:
         return snap.with_member(self.ngram.name, NGRAM_DOMAIN, active=active)
 
     def _make_ngram(self, settings: NgramSettings | None):
+        if NGRAM_NAME in self.catalogue:
+            raise ValueError(f"a catalogue draft is named {NGRAM_NAME!r}, the name reserved for the n-gram member: "
+                             "rename the draft")
         if settings is None:
             return None
-        if settings is not None and self.engine is not None:
-            vocab = int(self.engine.target.config.get_text_config().vocab_size)
-        else:
-            vocab = 1  # a trace replay only proposes greedily: no distribution is built
-        proposer = settings.proposer(vocab)
-        if proposer.name in self.catalogue:
-            raise ValueError(f"a catalogue draft is named {proposer.name!r}, the n-gram member's name: rename the "
-                             "draft or turn the n-gram member off")
-        return proposer
+        # A trace replay only proposes greedily: no distribution is built, any width will do.
+        vocab = int(self.engine.target.config.get_text_config().vocab_size) if self.engine is not None else 1
+        return settings.proposer(vocab)
 
     def add_residency_listener(self, listener: Callable[[ResidencyEvent], None]) -> None:
         """Be told of every residency change (state, progress, active draft, predictions)."""
@@ -461,6 +474,13 @@ class DraftRuntime:
         with self.scheduler.lock:
             self.policy = policy
             self.scheduler.policy = policy
+        learner = self.learner
+        if learner is not None:  # keep learning into the new policy's predictor, or stop without one
+            predictor = getattr(policy, "predictor", None)
+            self.learner = None
+            if predictor is not None:
+                self.learner = OnlineLearner(predictor, lock=policy._lock, **learner.settings)
+                self.learner.restore(learner.state())
 
     def reconfigure(self, *, k: int | None = None, check_interval: int | None = None) -> None:
         """Change the speculation length or the check interval at run time (next round on)."""
@@ -686,6 +706,9 @@ class DraftRuntime:
                 break
             r_start = self._clock()
             view = self.view()
+            if self.ngram is not None:  # whether the member would propose now: a lookup, ~0.1 ms
+                match = lookup(turn.tokens, self.config.k, self.ngram.min_n, self.ngram.max_n)
+                view = dataclasses.replace(view, ngram_match=len(match))
             draft, stall, k_round = self._select_draft(view, should_stop)
             stop = should_stop() if stall and should_stop is not None else None
             if stop:  # the stall ended because the generation is ending: no further round
@@ -704,7 +727,10 @@ class DraftRuntime:
             with self._lock:
                 self._member_active = draft is not None and not pooled
             try:
-                self.pool.set_active(draft if pooled else None)
+                if pooled or draft is None:
+                    # An n-gram round leaves the pool's active draft as it was: it stays the draft the
+                    # policy's hysteresis and the eviction plan protect (the topic shows the member).
+                    self.pool.set_active(draft)
                 out = turn.run(draft, handle, k_round, self.policy.wants_counterfactual)
             finally:
                 if pooled:

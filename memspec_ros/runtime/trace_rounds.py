@@ -49,6 +49,10 @@ class TraceTurn:
         return self._pos >= len(self._turn.output_ids)
 
     @property
+    def tokens(self) -> list[int]:
+        return self._owner.tokens
+
+    @property
     def remaining(self) -> int:
         return self._turn.max_new_tokens - self._pos
 
@@ -59,11 +63,12 @@ class TraceTurn:
         slowed = cost.loading_factor if owner.pool is not None and owner.pool.names_in(DraftState.LOADING) else 1.0
         draft_s = 0.0
         if isinstance(handle, NgramProposer):
-            proposal = handle.propose(owner.tokens, proposal_length(k, turn.max_new_tokens - pos), GREEDY).tokens
+            k_round = proposal_length(k, turn.max_new_tokens - pos)
+            proposal = handle.propose(owner.tokens, k_round, GREEDY).tokens if k_round else []
             p = len(proposal)
             a = accepted_prefix(proposal, turn.output_ids[pos:pos + p])
             e = min(a + 1, len(turn.output_ids) - pos)
-            draft_s = cost.propose_at(handle.name, p, 1, ctx) * slowed
+            draft_s = cost.propose_at(handle.name, k_round, 1, ctx) * slowed  # the lookup ran, match or not
         else:
             p, a, e = turn.round_at(draft, pos, k)
         used = draft if p > 0 else None  # the engine reports no draft for an empty proposal

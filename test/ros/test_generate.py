@@ -205,7 +205,7 @@ def test_the_ngram_member_is_on_the_residency_topic_and_in_diagnostics(served) -
     diag = served["diagnostics"].wait_for(lambda m: any(kv.key == "ngram" for s in m.status for kv in s.values))
     assert diag is not None
     values = {kv.key: kv.value for s in diag.status for kv in s.values}
-    assert values["ngram"] == "on (n 2-4)" and "ngram" in values["resident_drafts"].split(",")
+    assert values["ngram"].startswith("on (n 2-4)") and "ngram" in values["resident_drafts"].split(",")
 
 
 def test_long_prompts_do_not_end_early(zoo_engine) -> None:

@@ -81,11 +81,25 @@ def test_shared_knobs_use_the_one_bounds_table(tmp_path, name, knob) -> None:
     ({"catalogue": "/nonexistent/catalogue.yaml"}, "'catalogue'.*does not exist"),
     ({"budget_drafts": 0, "budget_bytes": 0}, "both 0"),
     ({"policy": "static", "static_draft": "draft-poetry"}, "'static_draft'"),
+    ({"policy": "memspec", "static_draft": "draft-poetry"}, "'static_draft'"),  # policy may change at run time
+    ({"policy": "static", "static_draft": "ngram", "ngram": False}, "'static_draft' = 'ngram' is not a draft"),
+    ({"ngram_min_n": 5, "ngram_max_n": 3}, "'ngram_min_n' = 5 exceeds ngram_max_n = 3"),
+    ({"ngram_max_n": 17}, "'ngram_max_n' = 17 is outside"),
     ({"default_max_new_tokens": 600}, "'default_max_new_tokens' = 600 exceeds max_new_tokens_limit"),
 ])
 def test_bad_values_are_refused_naming_the_parameter(tmp_path, changes, match) -> None:
     with pytest.raises(ConfigError, match=match):
         validate(_defaults(**{"catalogue": str(_root(tmp_path, predictor=True)), **changes}))
+
+
+def test_the_ngram_member_name_is_reserved_and_static_may_run_it(tmp_path) -> None:
+    root = _root(tmp_path, predictor=True)
+    assert validate(_defaults(catalogue=str(root), policy="static", static_draft="ngram"))["static_draft"] == "ngram"
+    (tmp_path / "ngram").mkdir()
+    root.write_text(root.read_text() + "  - {name: ngram, path: ngram, domain: repeats}\n")
+    for ngram in (True, False):
+        with pytest.raises(ConfigError, match="named 'ngram', the name reserved for the n-gram member"):
+            validate(_defaults(catalogue=str(root), ngram=ngram))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])

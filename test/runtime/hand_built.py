@@ -65,14 +65,14 @@ class Stage:
                                         draft_s=draft_s if draft else 0.0, verify_s=verify_s, loading=loading))
         self.round_index += 1
 
-    def view(self, *, k: int = 4) -> PolicyView:
+    def view(self, *, k: int = 4, ngram_match: int = 0) -> PolicyView:
         """What a policy would see now."""
         return PolicyView(now=self.clock.now, round_index=self.round_index, turn=0,
                           turn_position=self.turn_position, remaining=self.remaining, k=k,
                           residency=self.pool.snapshot(), pending_loads=tuple(self.loader.pending()),
                           acceptance=self.tracker.summary(), context=self.context.features(), hint=self.hint,
                           unusable=self.unusable, catalogue=self.catalogue, budget=self.budget,
-                          mean_load_s=self.mean_load_s, ngram=self.ngram)
+                          mean_load_s=self.mean_load_s, ngram=self.ngram, ngram_match=ngram_match)
 
 
 def constant_predictor(forecast: dict[str, float], names: Sequence[str]) -> DraftPredictor:

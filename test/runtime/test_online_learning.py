@@ -94,6 +94,17 @@ def test_state_survives_a_restart_and_bad_files_are_skipped(tmp_path) -> None:
     foreign = OnlineLearner(constant_predictor({"a": 0.5, "b": 0.5, "c": 0.5}, NAMES))
     reason = load_state(path, foreign)
     assert reason is not None and "another predictor" in reason and foreign.is_shipped
+    from safetensors.numpy import save_file
+
+    from memspec_ros.runtime.online_state import FORMAT, shipped_digest
+
+    odd = tmp_path / "odd.safetensors"
+    bad = {**learner.state(), "counters": np.array(3, dtype=np.int64)}  # a 0-d counter
+    save_file(bad, str(odd), metadata={"format": FORMAT, "shipped": shipped_digest(
+        learner.predictor, learner.shipped_weight, learner.shipped_bias)})
+    fresh = _learner()
+    reason = load_state(odd, fresh)
+    assert reason is not None and "damaged" in reason and fresh.is_shipped
     damaged = tmp_path / "damaged.safetensors"
     damaged.write_bytes(path.read_bytes()[:100])
     fresh = _learner()
@@ -116,6 +127,12 @@ def test_a_served_turn_is_learned_once_in_idle_time_and_a_goal_cancels_it(world)
         assert policy.ngram_value.rounds > before, "the n-gram member's lookups were replayed over the turn"
         assert not learner.is_shipped
         assert rt.learn_from_last_turn() is None, "a turn is learned once"
+        # A run-time policy change keeps learning into the new policy's predictor.
+        successor = make_policy("memspec", predictor=world.predictor.restricted_to(world.catalogue.names))
+        rt.set_policy(successor)
+        assert rt.learner is not None and rt.learner is not learner and rt.learner.predictor is successor.predictor
+        assert np.array_equal(successor.predictor.weight, learner.predictor.weight)
+        learner = rt.learner
         rt.generate(DIALOGUE[1].prompt, DIALOGUE[1].max_new_tokens, conversation=conv)
         weights = learner.predictor.weight.copy()
         cancel = threading.Event()
@@ -123,3 +140,5 @@ def test_a_served_turn_is_learned_once_in_idle_time_and_a_goal_cancels_it(world)
         cancelled = rt.learn_from_last_turn(cancel)
         assert cancelled is not None and cancelled.cancelled and "cancelled" in cancelled.describe()
         assert np.array_equal(learner.predictor.weight, weights), "a cancelled step learns nothing"
+        rt.set_policy(make_policy("static"))
+        assert rt.learner is None, "a policy without a predictor: nothing to learn"

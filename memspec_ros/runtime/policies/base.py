@@ -60,6 +60,9 @@ class PolicyView:
     """Name of the n-gram member (:mod:`..ngram_member`) when it is on: always resident at 0 bytes,
     never loaded or evicted, so it is not among ``resident`` or ``usable()`` (which the working
     set is planned over); a policy may choose it for any round."""
+    ngram_match: int = 0
+    """Tokens the n-gram member would propose this round (0: its lookup finds no match, so a round
+    with it would be a plain target step); the runtime looks up before every round."""
 
     @property
     def load_cost_s(self) -> float | None:

@@ -16,10 +16,11 @@ in memory):
   round without a draft observes nothing about the drafts, so without probes one unlucky round
   could leave a good draft unused for the rest of a turn. Probes are insurance, not free (each
   runs a draft the measured times call slower), so they are rare.
-* where the runtime has the n-gram member (:mod:`..ngram_member`), it stands in for a draftless
-  round whenever its measured acceptance on a match pays for the longer verification (a round
-  whose lookup finds no match is a target-only step anyway), and it replaces the best resident
-  draft when its measured rate (match rate included) is higher.
+* where the runtime has the n-gram member (:mod:`..ngram_member`) and its lookup matches this
+  round (the runtime looks up before every round: ``PolicyView.ngram_match``), it runs instead of
+  a draftless round whenever its measured acceptance on a match pays for the longer verification,
+  and instead of the best resident draft when that beats the draft's expected rate by
+  ``switch_margin``.
 
 Ablations (the paper's): ``memspec-predict-only`` lets the predictor choose but loads on demand
 and waits; ``memspec-manage-only`` keeps the manager but drives it with acceptance statistics
@@ -47,10 +48,6 @@ from .base import (
     stall_choice,
     stall_plan,
 )
-
-NGRAM_EVIDENCE = 4
-"""Matched lookups the n-gram member needs before it may replace a model draft (it replaces a
-draftless round from the start: a miss there costs nothing)."""
 
 
 def working_set(view: PolicyView, utility: Mapping[str, float], *, keep_bonus: float, min_utility: float,
@@ -163,8 +160,9 @@ class _ManagedPolicy(Policy):
         resident = [n for n in view.resident if n not in view.unusable]
         score = self._live_score(view)
         best = best_of(resident, score, prefer=view.active, margin=self.switch_margin)
+        matched = self.use_ngram and view.ngram is not None and view.ngram_match > 0
         if not self.cost_aware:
-            return Decision(best if best is not None or not self.use_ngram else view.ngram)
+            return Decision(best if best is not None or not matched else view.ngram)
         # The best resident draft may still be worse than none (an off-domain draft while the
         # right one loads): compare expected engine tokens/s from measured step times, at the
         # proposal length that suits its forecast (dynamic speculation length).
@@ -184,29 +182,31 @@ class _ManagedPolicy(Policy):
             if self._draftless_streak >= self.probe_every:
                 return Decision(best, k=k)  # the probe: a stretch without a model draft learns nothing of it
             return Decision(view.ngram, k=ngram[0]) if ngram is not None else Decision(None)
-        # Replacing a model draft is not free (a miss forgoes the draft's tokens): only on evidence of matches.
-        if ngram is not None and with_draft is not None and self.ngram_value.hits >= NGRAM_EVIDENCE \
-                and ngram[1] > with_draft * (1.0 + self.switch_margin):
+        if ngram is not None and with_draft is not None and ngram[1] > with_draft * (1.0 + self.switch_margin):
             return Decision(view.ngram, k=ngram[0])
         return Decision(best, k=k)
 
     def _ngram_choice(self, view: PolicyView, alone: float | None) -> tuple[int, float] | None:
-        """``(k, expected tokens/s)`` of the n-gram member for this round, or None when it is off or
-        its measured acceptance on a match does not beat a target step by ``target_margin`` (the
-        margin model drafts must clear too: the estimate rests on moving averages).
+        """``(k, expected tokens/s)`` of a round with the n-gram member, or None when it is off, its
+        lookup finds no match this round (``view.ngram_match``), or its measured acceptance on a match
+        does not beat a target step by ``target_margin`` (the margin model drafts must clear too: the
+        estimate rests on moving averages).
 
-        Before any verification has been timed there is nothing to weigh: the member is tried (a
-        miss costs a target step, which a draftless round would have cost too).
+        The runtime looked the match up before the round, so the choice is made knowing it: the
+        member competes only where it has something to propose, at no more than the match's length.
+        Before any verification has been timed there is nothing to weigh: a match is tried.
         """
-        if view.ngram is None or not self.use_ngram:
+        if view.ngram is None or not self.use_ngram or view.ngram_match <= 0:
             return None
         acc = view.acceptance
+        longest = min(view.k, view.ngram_match)
         if acc.verify_s is None or alone is None:
-            return (view.k, float("inf"))
+            return (longest, float("inf"))
         step = acc.step_s.get(view.ngram, 0.0)
-        if self.ngram_value.on_match(view.k, step, acc.verify_s).tokens_per_s <= alone * (1.0 + self.target_margin):
+        choice = self.ngram_value.on_match(longest, step, acc.verify_s)
+        if choice.tokens_per_s <= alone * (1.0 + self.target_margin):
             return None
-        return self.ngram_value.tokens_per_s(view.k, step, acc.verify_s, 1.0 / alone)
+        return choice.k, choice.tokens_per_s
 
     def _observe(self, feedback: RoundFeedback, view: PolicyView) -> None:
         if self.guard is not None:
@@ -276,7 +276,10 @@ class _ManagedPolicy(Policy):
         verify = acc.quiet_verify_s or acc.verify_s
         if not self.load_aware or cost is None or view.remaining <= 0 or not acc.step_s or verify is None:
             return None
-        mean_step = statistics.fmean(acc.step_s.values())
+        model_steps = [s for n, s in acc.step_s.items() if n != view.ngram]  # a lookup is no draft step
+        if not model_steps:
+            return None
+        mean_step = statistics.fmean(model_steps)
         return {n: net_of_load(u, view.k, view.k * acc.step_s.get(n, mean_step) + verify, cost, view.remaining)
                 for n, u in self.utility.items()}
 
