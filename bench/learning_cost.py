@@ -5,12 +5,12 @@
 The node runs each learning step on its torch thread after a turn, and a goal accepted meanwhile
 cancels it: the goal's turn, queued behind the step on the same thread, starts once the draft pass
 in progress ends. The worst case is a goal that arrives right after the previous turn, when the
-step has just begun. This measures exactly that, with a real runtime and a one-thread executor
-standing for the torch thread: for pairs of turns of held-out prompts, the second turn's
-tokens/s (from the moment it is submitted) when a learning step was submitted just before it and
-the goal arrived during the step's first draft pass (:class:`GoalDuringFirstPass`), against the same
-pair with no step running, interleaved pair by pair. It also
-times complete, uncancelled steps: the idle time learning needs after a turn.
+step has just begun. This measures exactly that with a real runtime, the step and the turns run
+one after the other on one thread as on the node's torch thread: for pairs of turns of held-out
+prompts, the second turn's tokens/s (from the moment the step starts) when the goal arrived during
+the step's first draft pass (:class:`GoalDuringFirstPass`), against the same pair with no step
+running, interleaved pair by pair. It also times complete, uncancelled steps: the idle time
+learning needs after a turn.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import statistics
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from memspec_ros.runtime import Budget, DraftRuntime, RuntimeConfig, make_policy
@@ -28,6 +27,7 @@ from memspec_ros.runtime.ngram_member import NgramSettings
 from memspec_ros.runtime.workload import load_chat_style, load_prompts
 
 from .config import REPO
+from .real_runs import serve_turn
 from .split import load_training_prompts
 from .testbed import load_testbed
 from .workloads import build_workload
@@ -56,11 +56,12 @@ def run(args: argparse.Namespace) -> dict[str, float]:
                               sessions=args.pairs, turns=2, max_new_tokens=args.max_new_tokens, seed=args.seed,
                               style=style)
     config = RuntimeConfig(k=4, ngram=NgramSettings())
-    torch_thread = ThreadPoolExecutor(max_workers=1)  # the node's torch thread: one job at a time
     rates: dict[bool, list[float]] = {False: [], True: []}
     steps: list[float] = []
     waits: list[float] = []
     policy = make_policy("memspec", predictor=tb.predictor_path, draft_names=tb.catalogue.names)
+    # Everything on this one thread, as the node runs learning and generations on its torch thread
+    # (a second thread running torch would start a second OpenMP team: torch_thread.py says what that costs).
     with DraftRuntime(tb.engine, tb.catalogue, Budget.drafts(2), policy, config, materialize=tb.materialize) as rt:
         rt.enable_learning()
         rt.warm_up()
@@ -68,24 +69,21 @@ def run(args: argparse.Namespace) -> dict[str, float]:
             first, second = session.turns
             for learning in ((False, True) if i % 2 == 0 else (True, False)):
                 conv = rt.new_conversation()
-                torch_thread.submit(rt.generate, first.prompt, first.max_new_tokens, conversation=conv).result()
+                serve_turn(rt, conv, first)
                 if not learning:
                     rt.learn_from_last_turn()  # the same learned state in both variants, learned before timing
                 started = time.perf_counter()
-                step = torch_thread.submit(rt.learn_from_last_turn, GoalDuringFirstPass()) if learning else None
-                report = torch_thread.submit(rt.generate, second.prompt, second.max_new_tokens,
-                                             conversation=conv).result()
+                if learning:  # the step starts; the goal arrives during its first pass and waits for it
+                    learned = rt.learn_from_last_turn(GoalDuringFirstPass())
+                    waits.append(learned.seconds if learned is not None else 0.0)
+                report = serve_turn(rt, conv, second)
                 wall = time.perf_counter() - started
                 rates[learning].append(report.tokens / wall if wall > 0 else 0.0)
-                if step is not None:
-                    learned = step.result()
-                    waits.append(learned.seconds if learned is not None else 0.0)
             conv = rt.new_conversation()  # a complete step in idle time
-            torch_thread.submit(rt.generate, first.prompt, first.max_new_tokens, conversation=conv).result()
+            serve_turn(rt, conv, first)
             full = rt.learn_from_last_turn()
             if full is not None:
                 steps.append(full.seconds)
-    torch_thread.shutdown()
     without, with_ = statistics.fmean(rates[False]), statistics.fmean(rates[True])
     out = {"tokens_per_s_without_learning": without, "tokens_per_s_with_learning_cancelled": with_,
            "ratio": with_ / without if without else 0.0, "cancelled_step_ms": 1e3 * statistics.fmean(waits or [0.0]),
