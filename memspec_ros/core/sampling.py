@@ -38,7 +38,8 @@ class SamplingParams:
         top_p: nucleus mass kept (0 < top_p <= 1); 1 keeps the whole distribution.
         seed: seeds the session's ``torch.Generator`` so sampled outputs are reproducible;
             ``None`` draws a fresh seed (:meth:`with_drawn_seed` draws it visibly, so that a
-            server can report it and a client replay the sample).
+            server can report it; a replay with it repeats the sample when the same drafts
+            propose, since the draft choices decide how the generator is consumed).
         top_k: keep only the ``top_k`` most likely tokens before top-p (ties with the k-th
             are kept, as transformers' ``TopKLogitsWarper`` does); 0 keeps them all.
     """

@@ -193,8 +193,11 @@ def validate(values: dict[str, Any], problems: dict[str, str] | None = None) -> 
         raise ConfigError(f"parameter 'catalogue': {catalogue.source} has a draft named '{NGRAM_NAME}', the name "
                           "reserved for the n-gram member: rename the draft")
     static_choices = [*names, *([NGRAM_NAME] if values["ngram"] else [])]
-    # Checked whatever the policy: policy is changeable at run time, static_draft is not.
-    if values["static_draft"] and values["static_draft"] not in static_choices:
+    if values["static_draft"] == NGRAM_NAME and not values["ngram"]:
+        # Checked whatever the policy (it may become static at run time, when nothing else would catch it).
+        raise ConfigError(f"parameter 'static_draft' = '{NGRAM_NAME}' names the n-gram member, which ngram:=false "
+                          "turns off: set ngram:=true or choose a draft")
+    if values["policy"] == "static" and values["static_draft"] and values["static_draft"] not in static_choices:
         raise ConfigError(f"parameter 'static_draft' = '{values['static_draft']}' is not a draft of "
                           f"{catalogue.source} (has {static_choices})")
     if values["default_max_new_tokens"] > values["max_new_tokens_limit"]:

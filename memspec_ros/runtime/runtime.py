@@ -352,9 +352,10 @@ class DraftRuntime:
     def learn_from_last_turn(self, cancel: threading.Event | None = None) -> LearnReport | None:
         """Learn from the most recent completed turn, once; None when there is nothing to learn.
 
-        Each resident draft runs teacher-forced over the dialogue (one forward pass, leased from
-        the pool so it cannot be evicted meanwhile); its argmax at each output position says
-        whether it would have been accepted there. The n-gram member's lookups are replayed over
+        Each resident draft runs teacher-forced over the turn and at most :data:`LEARN_CONTEXT`
+        tokens before it (one forward pass, leased from the pool so it cannot be evicted
+        meanwhile); its argmax at each output position says whether it would have been accepted
+        there. The n-gram member's lookups are replayed over
         the turn the same way and feed its measured value. ``cancel`` is checked before every
         pass: a goal that arrives ends the step at once and nothing of the turn is learned.
         """

@@ -450,10 +450,13 @@ def test_the_persona_survives_a_window_slide(served, zoo_engine) -> None:
     assert slid_at is not None, "the conversation never outgrew the window: make the messages longer"
 
 
-def test_a_drawn_seed_replays_the_same_sample(served) -> None:
+def test_a_drawn_seed_is_reported_and_can_be_sent_again(served) -> None:
+    """The drawn seed comes back in the result and a goal may send it. The replay samples with it,
+    but its text equals the first only when the same drafts are chosen (README, the seed row): the
+    engine tests pin a draft and check the replay token for token."""
     gen = served["gen"]
     goal = dict(messages=[("user", "Go to the garage")], max_new_tokens=24, temperature=1.0, top_k=40, top_p=0.9)
     drawn = gen.generate(make_goal(**goal), timeout_s=120).result
     assert drawn.seed != 0
-    replay = gen.generate(make_goal(**goal, seed=drawn.seed), timeout_s=120).result
-    assert replay.text == drawn.text and replay.seed == drawn.seed
+    replay = gen.generate(make_goal(**goal, seed=drawn.seed), timeout_s=120)
+    assert replay.succeeded and replay.result.seed == drawn.seed and replay.result.num_tokens > 0

@@ -81,8 +81,7 @@ def test_shared_knobs_use_the_one_bounds_table(tmp_path, name, knob) -> None:
     ({"catalogue": "/nonexistent/catalogue.yaml"}, "'catalogue'.*does not exist"),
     ({"budget_drafts": 0, "budget_bytes": 0}, "both 0"),
     ({"policy": "static", "static_draft": "draft-poetry"}, "'static_draft'"),
-    ({"policy": "memspec", "static_draft": "draft-poetry"}, "'static_draft'"),  # policy may change at run time
-    ({"policy": "static", "static_draft": "ngram", "ngram": False}, "'static_draft' = 'ngram' is not a draft"),
+    ({"policy": "memspec", "static_draft": "ngram", "ngram": False}, "'static_draft' = 'ngram' names the n-gram"),
     ({"ngram_min_n": 5, "ngram_max_n": 3}, "'ngram_min_n' = 5 exceeds ngram_max_n = 3"),
     ({"ngram_max_n": 17}, "'ngram_max_n' = 17 is outside"),
     ({"default_max_new_tokens": 600}, "'default_max_new_tokens' = 600 exceeds max_new_tokens_limit"),
