@@ -138,7 +138,7 @@ def real_rates(tb, arms: Mapping[str, tuple[object, bool]], budget: Budget, conf
     return rates
 
 
-def oracle_rates(factory: PolicyFactory, catalogue, cost, config, sessions: Sequence[DialogueTraces]) -> list[float]:
+def oracle_rates(catalogue, cost, config, sessions: Sequence[DialogueTraces]) -> list[float]:
     """The oracle, session by session (it needs each session's trace; it learns nothing to carry)."""
     rates = []
     for traces in sessions:
@@ -212,7 +212,7 @@ def run(args: argparse.Namespace) -> Path:
                                  learn=False),
         "cold-start": serve(MemSpecPolicy(untrained(shipped)), tb.catalogue, budget, cost, config, serve_tr,
                             learn=True),
-        "oracle": oracle_rates(factory, tb.catalogue, cost, config, serve_tr),
+        "oracle": oracle_rates(tb.catalogue, cost, config, serve_tr),
     }
     real_new: dict[str, list[float]] = {}
     if args.real:

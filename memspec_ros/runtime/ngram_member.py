@@ -65,7 +65,6 @@ class NgramValue:
         self.hit = prior_hit
         self.acceptance = prior_acceptance
         self.rounds = 0
-        self.hits = 0
 
     def observe(self, proposed: int, accepted: int) -> None:
         """A round the member was chosen for: ``proposed`` 0 means the lookup found no match."""
@@ -73,7 +72,6 @@ class NgramValue:
         matched = proposed > 0
         self.hit += self.alpha * (float(matched) - self.hit)
         if matched:
-            self.hits += 1
             self.acceptance += self.alpha * (accepted / proposed - self.acceptance)
 
     def on_match(self, k: int, step_s: float, verify_s: float) -> LengthChoice:

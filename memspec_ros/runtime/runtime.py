@@ -382,12 +382,12 @@ class DraftRuntime:
                 continue
             try:
                 first = max(lo, len(served.context) - context_bound(proposer.model.config))
+                if first >= start:
+                    continue  # a turn longer than the draft's positions: no label for it
                 with torch.inference_mode():
                     argmax = draft_argmax(proposer, served.context[first:]).cpu().numpy()
             finally:
                 self.pool.release(name)
-            if first >= start:
-                continue  # a turn longer than the draft's positions: no label for it
             match[name] = argmax[start - 1 - first: len(served.context) - 1 - first] == np.asarray(served.output_ids)
         if cancel is not None and cancel.is_set():
             return LearnReport(0, None, None, cancelled=True, seconds=time.perf_counter() - t0)
