@@ -16,11 +16,12 @@ help:
 	@echo "make demo        set up, start the node with the bundled models, run a dialogue through it"
 	@echo "make test        set up and run the test suite (what CI runs)"
 	@echo "make node        run memspec_node in the foreground (AUTOSTART=1 to configure+activate)"
-	@echo "make bench       full evaluation (every policy, plots, report); make bench-quick for a short one;"
+	@echo "make bench       full evaluation (every policy, plots, report, then the online-learning experiments of"
+	@echo "                 bench-learning); make bench-quick for a short one (policies only);"
 	@echo "                 CATALOGUE=path/to/catalogue.yaml (or its folder) measures your own model set"
 	@echo "make bench-do-no-harm  the two do-no-harm cases: a deliberately weak model set (drafts trained for one"
 	@echo "                 minute) and the default set beside two CPU-bound neighbours (bench-quick each)"
-	@echo "make bench-learning  online learning: a shifted mix of topics and a cold start (simulated on exact"
+	@echo "make bench-learning  online learning alone: a shifted mix of topics and a cold start (simulated on exact"
 	@echo "                 traces and real), and what a learning step costs a goal (CATALOGUE as for bench)"
 	@echo "make soak        node soak: SOAK_MINUTES (30) of back-to-back goals, then 20 lifecycle cycles; flat RSS"
 	@echo "make zoo         rebuild the model zoo from offline corpora: the target (training/), then its drafts and"
@@ -50,8 +51,13 @@ SOAK_MINUTES ?= 30
 soak: setup
 	@$(ENV) MEMSPEC_SOAK_S=$$(( $(SOAK_MINUTES) * 60 )) MEMSPEC_SOAK_CYCLES=20 python -m pytest -s test/ros/test_soak.py
 
+# The full evaluation: every policy side by side (python -m bench), then the online-learning
+# experiments (a shifted mix and a cold start, simulated on exact traces and real) and what a
+# learning step costs a goal: the same as make bench-learning.
 bench: setup
 	@$(ENV) python -m bench $(BENCH_MODELS)
+	@$(ENV) python -m bench.learning_shift --real $(BENCH_MODELS)
+	@$(ENV) python -m bench.learning_cost $(BENCH_MODELS)
 
 bench-quick: setup
 	@$(ENV) python -m bench --quick $(BENCH_MODELS)

@@ -18,9 +18,9 @@ otherwise samples from ``p`` without ``x``: the target's distribution exactly.
 from __future__ import annotations
 
 import time
+from array import array
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 
 from memspec_ros.core.proposer import Proposal
@@ -41,21 +41,31 @@ def lookup(context: Sequence[int], k: int, min_n: int = DEFAULT_MIN_N, max_n: in
 
     The longest ``n`` in ``[min_n, max_n]`` with an earlier occurrence wins; among its
     occurrences the latest one (the most recent use of those words). Empty when none recurs.
+
+    It runs before every decoding round, so it must cost little beside a target step (a 5 ms step
+    on a small target): the ids become one bytes object (4 bytes per token) searched backwards
+    with ``bytes.rfind``, a C loop, about 10 us on 300 tokens where a numpy window scan took 100.
     """
     if k <= 0 or len(context) < min_n + 1:
         return []
-    ids = np.asarray(context[-window:], dtype=np.int64)
+    ids = array("i", context[-window:])
+    data = ids.tobytes()
     length = len(ids)
     for n in range(min(max_n, length - 1), min_n - 1, -1):
-        pattern = ids[length - n:]
-        # Earlier occurrences: windows of ids[:-1] (an occurrence needs a follower, which also
-        # leaves out the suffix itself).
-        windows = np.lib.stride_tricks.sliding_window_view(ids[:length - 1], n)
-        hits = np.flatnonzero((windows == pattern).all(axis=1))
-        if hits.size:
-            start = int(hits[-1]) + n
-            return ids[start:start + k].tolist()
+        pattern = data[(length - n) * _WIDTH:]
+        # Earlier occurrences: an occurrence needs a follower, so it lies within ids[:-1] (which
+        # also leaves out the suffix itself); a hit between two tokens' bytes is no occurrence.
+        end = (length - 1) * _WIDTH
+        while (at := data.rfind(pattern, 0, end)) >= 0:
+            if at % _WIDTH == 0:
+                start = at // _WIDTH + n
+                return ids[start:start + k].tolist()
+            end = at + len(pattern) - 1
     return []
+
+
+_WIDTH = array("i").itemsize
+"""Bytes per token id in :func:`lookup`'s search (a C int: ids are below 2**31)."""
 
 
 class NgramProposer:

@@ -89,7 +89,9 @@ class IdleLearning:
     def describe(self) -> str:
         """For /diagnostics."""
         learner = self.learner
-        text = f"on: {learner.examples_seen} examples, {learner.fallbacks} fallback(s) to the shipped predictor"
+        serving = "learned" if learner.serving_learned else "shipped"
+        text = (f"on: serving the {serving} weights, {learner.examples_seen} examples, {learner.fallbacks} "
+                "fallback(s) to the shipped predictor")
         last = self.last
         if last is not None and last.window_learned_regret is not None and last.window_shipped_regret is not None:
             text += (f", recent regret learned {last.window_learned_regret:.3f} vs shipped "

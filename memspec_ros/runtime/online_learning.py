@@ -13,9 +13,14 @@ training examples of the same kind the shipped predictor was fitted on.
 * **Prequential guard.** A turn's examples are scored by the learned *and* the shipped weights
   before the learned ones train on them, so every score is on data neither has seen. Over a
   window of recent examples the learner compares the two by regret (acceptance lost by picking
-  the forecast-best draft among those labelled); when the learned weights fall behind the
-  shipped ones by ``fallback_margin`` it goes back to the shipped weights, says so in
-  :attr:`LearnReport.fell_back` (the node logs it), and starts learning afresh.
+  the forecast-best draft among those labelled).
+* **Served only once better.** The learned weights are a challenger: the policy forecasts with
+  them only while their window regret is below the shipped weights' by ``promote_margin``, and
+  with the shipped weights otherwise. Where the robot's mix is the one the predictor was built
+  for, the two are level and the shipped weights keep serving (learning cannot make that case
+  worse); where the mix has shifted, the learned weights pull ahead within a few turns and take
+  over. When they fall behind by ``fallback_margin`` they are reset to the shipped weights (said
+  in :attr:`LearnReport.fell_back`; the node logs it) and learning starts afresh.
 * **Only what was seen.** A draft that was not in memory has no label: its column is masked out
   of the loss, so the learner never pushes a forecast toward a guess.
 * **Bounded and close to the shipped model.** A few Adam steps per turn on that turn's examples
@@ -24,8 +29,8 @@ training examples of the same kind the shipped predictor was fitted on.
 * **State** is the learned weights and the guard's window; :meth:`state` and :meth:`restore`
   carry it through a file (:mod:`.online_state`) so a restarted node continues.
 
-The predictor object the policy holds is updated in place (its ``weight`` and ``bias``), under
-the policy's lock, so a learning step never races a forecast.
+The predictor object the policy holds is updated in place (its ``weight`` and ``bias`` become
+the served weights), under the policy's lock, so a learning step never races a forecast.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ class LearnReport:
     """The same for the shipped weights."""
     fell_back: bool = False
     """The learned weights fell behind the shipped ones over the guard's window and were reset."""
+    serving_learned: bool = False
+    """Whether the policy now forecasts with the learned weights (they beat the shipped ones)."""
     window_learned_regret: float | None = None
     window_shipped_regret: float | None = None
     seconds: float = 0.0
@@ -68,7 +75,8 @@ class LearnReport:
             window = (f"; recent regret learned {self.window_learned_regret:.3f} vs shipped "
                       f"{self.window_shipped_regret:.3f}")
         head = "online learning fell back to the shipped predictor" if self.fell_back else "online learning"
-        return f"{head}: {self.examples} examples in {self.seconds * 1e3:.0f} ms{window}"
+        serving = "learned" if self.serving_learned else "shipped"
+        return f"{head}: {self.examples} examples in {self.seconds * 1e3:.0f} ms{window}; serving the {serving} weights"
 
 
 def masked_regret(probs: np.ndarray, labels: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -94,12 +102,14 @@ class OnlineLearner:
             and still followed a shifted mix (``bench.learning_shift``).
         replay: examples kept to train on again (bounded memory).
         window: examples the guard compares regret over; ``min_window`` before it may act.
-        fallback_margin: how much worse (regret, acceptance units) the learned weights may be.
+        fallback_margin: how much worse (regret, acceptance units) the learned weights may be
+            before they are reset.
+        promote_margin: how much better they must be to serve (see the module doc).
     """
 
     def __init__(self, predictor: DraftPredictor, *, lock: threading.RLock | None = None, lr: float = 0.01,
                  steps: int = 8, l2: float = 1e-2, replay: int = 512, window: int = 256, min_window: int = 64,
-                 fallback_margin: float = 0.01) -> None:
+                 fallback_margin: float = 0.01, promote_margin: float = 0.01) -> None:
         self.predictor = predictor
         self._lock = lock or threading.RLock()
         self._step_lock = threading.Lock()
@@ -107,16 +117,22 @@ class OnlineLearner:
         cannot interleave with a step on the learning thread (whose weights would then overwrite it)."""
         self.shipped_weight = predictor.weight.copy()
         self.shipped_bias = predictor.bias.copy()
+        self.learned_weight = self.shipped_weight.copy()
+        self.learned_bias = self.shipped_bias.copy()
+        """The challenger: trained every turn, served only while it beats the shipped weights."""
         self.lr, self.steps, self.l2 = lr, steps, l2
         self.settings = {"lr": lr, "steps": steps, "l2": l2, "replay": replay, "window": window,
-                         "min_window": min_window, "fallback_margin": fallback_margin}
+                         "min_window": min_window, "fallback_margin": fallback_margin,
+                         "promote_margin": promote_margin}
         """The constructor's settings (a learner rebuilt for another policy's predictor keeps them)."""
         self.fallback_margin = fallback_margin
+        self.promote_margin = promote_margin
         self.min_window = min_window
         self._replay: deque[tuple[np.ndarray, np.ndarray, np.ndarray]] = deque(maxlen=replay)
         self._regrets: deque[tuple[float, float]] = deque(maxlen=window)
         self._adam = self._fresh_adam()
         self._t = 0
+        self._serving_learned = False
         self.examples_seen = 0
         self.fallbacks = 0
 
@@ -133,13 +149,10 @@ class OnlineLearner:
         if len(x) == 0:
             return LearnReport(0, None, None)
         z = self._standardise(x)
-        with self._lock:
-            w, b = self.predictor.weight, self.predictor.bias
-            learned = masked_regret(_sigmoid(z @ w + b), y, mask)
-            shipped = masked_regret(_sigmoid(z @ self.shipped_weight + self.shipped_bias), y, mask)
+        learned = masked_regret(_sigmoid(z @ self.learned_weight + self.learned_bias), y, mask)
+        shipped = masked_regret(_sigmoid(z @ self.shipped_weight + self.shipped_bias), y, mask)
         self._regrets.extend(zip(learned.tolist(), shipped.tolist(), strict=True))
-        window_l = float(np.mean([a for a, _ in self._regrets]))
-        window_s = float(np.mean([b for _, b in self._regrets]))
+        window_l, window_s = self._window()
         fell_back = len(self._regrets) >= self.min_window and window_l > window_s + self.fallback_margin
         if fell_back:
             self._reset()
@@ -147,9 +160,35 @@ class OnlineLearner:
         for row in zip(z, y, mask, strict=True):
             self._replay.append(row)
         self._train()
+        self._serve()
         self.examples_seen += len(x)
         return LearnReport(len(x), float(learned.mean()), float(shipped.mean()), fell_back=fell_back,
-                           window_learned_regret=window_l, window_shipped_regret=window_s)
+                           window_learned_regret=window_l, window_shipped_regret=window_s,
+                           serving_learned=self.serving_learned)
+
+    def _window(self) -> tuple[float, float]:
+        """Mean regret of the learned and the shipped weights over the guard's window."""
+        if not self._regrets:
+            return 0.0, 0.0
+        regrets = np.asarray(self._regrets, dtype=np.float64)
+        return float(regrets[:, 0].mean()), float(regrets[:, 1].mean())
+
+    @property
+    def serving_learned(self) -> bool:
+        """Whether the policy forecasts with the learned weights (safe to read from any thread)."""
+        return self._serving_learned
+
+    def _serve(self) -> None:
+        """Serve the learned weights if they have earned it (a full enough window in which their regret
+        is below the shipped weights' by ``promote_margin``), else the shipped ones: one assignment
+        into the policy's predictor, under its lock."""
+        window_l, window_s = self._window()
+        learned = len(self._regrets) >= self.min_window and window_l < window_s - self.promote_margin
+        self._serving_learned = learned
+        w = self.learned_weight if learned else self.shipped_weight
+        b = self.learned_bias if learned else self.shipped_bias
+        with self._lock:
+            self.predictor.weight, self.predictor.bias = w.copy(), b.copy()
 
     def reset(self, *, forget_counters: bool = False) -> None:
         """Back to the shipped weights; forget the replay buffer and the guard's window (and, with
@@ -160,6 +199,9 @@ class OnlineLearner:
                 self.examples_seen = self.fallbacks = 0
 
     def _reset(self) -> None:
+        self.learned_weight = self.shipped_weight.copy()
+        self.learned_bias = self.shipped_bias.copy()
+        self._serving_learned = False
         with self._lock:
             self.predictor.weight = self.shipped_weight.copy()
             self.predictor.bias = self.shipped_bias.copy()
@@ -170,10 +212,9 @@ class OnlineLearner:
 
     @property
     def is_shipped(self) -> bool:
-        """Whether the predictor still has the shipped weights."""
-        with self._lock:
-            return bool(np.array_equal(self.predictor.weight, self.shipped_weight)
-                        and np.array_equal(self.predictor.bias, self.shipped_bias))
+        """Whether nothing has been learned (the learned weights are the shipped ones)."""
+        return bool(np.array_equal(self.learned_weight, self.shipped_weight)
+                    and np.array_equal(self.learned_bias, self.shipped_bias))
 
     def _standardise(self, x: np.ndarray) -> np.ndarray:
         p = self.predictor
@@ -189,8 +230,7 @@ class OnlineLearner:
         z = np.stack([r[0] for r in self._replay])
         y = np.stack([r[1] for r in self._replay])
         m = np.stack([r[2] for r in self._replay]).astype(np.float32)
-        with self._lock:
-            w, b = self.predictor.weight.copy(), self.predictor.bias.copy()
+        w, b = self.learned_weight.copy(), self.learned_bias.copy()
         mw, vw, mb, vb = self._adam
         beta1, beta2, eps = 0.9, 0.999, 1e-8
         count = np.maximum(m.sum(axis=0), 1.0)
@@ -206,27 +246,27 @@ class OnlineLearner:
                 vel *= beta2
                 vel += (1 - beta2) * grad * grad
                 param -= self.lr * (mom / (1 - beta1 ** self._t)) / (np.sqrt(vel / (1 - beta2 ** self._t)) + eps)
-        with self._lock:
-            self.predictor.weight, self.predictor.bias = w.astype(np.float32), b.astype(np.float32)
+        self.learned_weight, self.learned_bias = w.astype(np.float32), b.astype(np.float32)
 
     # ------------------------------------------------------------------ state
     def state(self) -> dict[str, np.ndarray]:
-        """What a restarted node needs to continue: the learned weights and the guard's window."""
-        with self._step_lock, self._lock:
-            w, b = self.predictor.weight.copy(), self.predictor.bias.copy()
+        """What a restarted node needs to continue: the learned weights (served or not) and the guard's window."""
+        with self._step_lock:
+            w, b = self.learned_weight.copy(), self.learned_bias.copy()
             regrets = np.array(list(self._regrets), dtype=np.float32).reshape(-1, 2)
         return {"weight": w, "bias": b, "regrets": regrets,
                 "counters": np.array([self.examples_seen, self.fallbacks], dtype=np.int64)}
 
     def restore(self, state: dict[str, np.ndarray]) -> None:
-        """Continue from :meth:`state` (shapes are checked by the caller, :mod:`.online_state`)."""
+        """Continue from :meth:`state` (shapes are checked by the caller, :mod:`.online_state`); the
+        window decides again which weights serve."""
         with self._step_lock:
-            with self._lock:
-                self.predictor.weight = state["weight"].astype(np.float32).copy()
-                self.predictor.bias = state["bias"].astype(np.float32).copy()
+            self.learned_weight = state["weight"].astype(np.float32).copy()
+            self.learned_bias = state["bias"].astype(np.float32).copy()
             self._regrets.clear()
             self._regrets.extend((float(a), float(b)) for a, b in state["regrets"])
             self.examples_seen, self.fallbacks = (int(v) for v in state["counters"][:2])
+            self._serve()
 
 
 def examples_from_turn(prompt_ids: Sequence[int], output_ids: Sequence[int], hidden: np.ndarray | None,

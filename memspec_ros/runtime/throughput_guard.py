@@ -22,6 +22,13 @@ that still loses (to ``max_probe_after``), and returns to the policy when a prob
 target-only by ``resume_margin``. A failed probe costs a few rounds' worth of the policy's
 deficit, so a model set that never pays costs well under 1% once the waits have grown.
 
+Rounds of the zero-memory n-gram member (:mod:`.ngram_member`) count as neither: the guard judges the
+model drafts and the loads they bring, which cost memory bandwidth and CPU the member does not.
+The member is judged round by round on its own measured acceptance against a target step (the
+policy runs it only on a lookup match that pays), so it may run in fallback too
+(:meth:`ThroughputGuard.allows_member`), and its rounds are left out of both windows: a good
+member must not hide drafts that lose, and a weak one is already kept off by its own measure.
+
 Times come from the view's clock, so the guard runs unchanged in the trace simulator (virtual
 time) and in the node (wall time).
 """
@@ -106,7 +113,8 @@ class ThroughputGuard:
         self._fallbacks = 0
         self._fallback_rounds = 0
         self._pending: tuple[bool, bool, int, float, float] | None = None
-        """The previous round, awaiting its cycle time: (the guard's, drafted, tokens, start, own seconds)."""
+        """The previous round, awaiting its cycle time: (the guard's, drafted, tokens, start, own seconds);
+        None after a member round (its time is nobody's sample)."""
 
     # ------------------------------------------------------------------ decisions
     def wants_target_round(self) -> bool:
@@ -117,9 +125,16 @@ class ThroughputGuard:
         """Whether the policy may start loads (not in fallback)."""
         return self.mode != GuardMode.FALLBACK
 
+    def allows_member(self) -> bool:
+        """Whether a round the guard claims may run the n-gram member instead of a plain target step:
+        yes in fallback, no while a target-only reference sample is due (it must be a plain step)."""
+        return self._baseline_due == 0
+
     # ------------------------------------------------------------------ measurements
-    def observe(self, *, forced: bool, drafted: bool, emitted: int, start: float, seconds: float) -> None:
-        """A finished round: ``forced`` if it was the guard's target-only round, ``drafted`` if a draft proposed.
+    def observe(self, *, forced: bool, drafted: bool, emitted: int, start: float, seconds: float,
+                member: bool = False) -> None:
+        """A finished round: ``forced`` if it was the guard's target-only round, ``drafted`` if a draft proposed,
+        ``member`` if the n-gram member ran it (measured by neither window, see the module doc).
 
         The round's cost is the time from its start to the next round's start in the same turn
         (what it really took, ticks included), known one round later; the last round of a turn
@@ -129,8 +144,8 @@ class ThroughputGuard:
         if self._pending is not None:
             p_forced, p_drafted, p_tokens, p_start, p_seconds = self._pending
             self._account(p_forced, p_drafted, p_tokens, start - p_start if start > p_start else p_seconds)
-        self._pending = (forced, drafted, emitted, start, seconds)
-        if forced and self._baseline_due > 0:
+        self._pending = None if member else (forced, drafted, emitted, start, seconds)
+        if forced and not member and self._baseline_due > 0:
             self._baseline_due -= 1
         self._step()
 

@@ -336,3 +336,13 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     files = {p.name for p in draw_all(loaded, tmp_path)}
     assert {"headline.png", "metrics.png", "timeline.png", "sweep_budget.png", "sweep_ratio.png",
             "sweep_check_interval.png", "sweep_length.png"} <= files
+
+
+def test_the_learning_experiment_picks_a_domain_any_catalogue_has() -> None:
+    """``make bench`` runs the online-learning experiment on a user's catalogue too: without ``--mix``
+    the shifted mix favours code where the catalogue has it, else its first specialised domain."""
+    from bench.learning_shift import default_domain
+
+    assert default_domain(_prompts()) == "code"
+    assert default_domain({"general": [], "perl": [], "changelog": []}) == "changelog"
+    assert default_domain({"general": []}) == "general"

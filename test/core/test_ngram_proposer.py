@@ -6,6 +6,8 @@ broken acceptance rule)."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 from conftest import tiny_llama, word_tokenizer
@@ -28,6 +30,30 @@ def test_lookup_takes_the_longest_recurring_ngram_and_its_latest_occurrence() ->
     assert lookup([1, 2, 1, 2], 4, min_n=2, max_n=2) == [1, 2]
     assert lookup([5, 1, 2, 3, 1, 2], 0) == []
     assert lookup([1, 2, 9, 1, 2], 3, min_n=3, max_n=4) == [], "shorter than min_n does not count"
+
+
+def _naive_lookup(context: list[int], k: int, min_n: int, max_n: int, window: int) -> list[int]:
+    """The definition, spelled out: the longest n first, the latest occurrence with a follower."""
+    ids = context[-window:]
+    for n in range(min(max_n, len(ids) - 1), min_n - 1, -1):
+        for s in range(len(ids) - n - 1, -1, -1):
+            if ids[s:s + n] == ids[len(ids) - n:]:
+                return ids[s + n:s + n + k]
+    return []
+
+
+def test_the_byte_search_finds_what_the_definition_says() -> None:
+    """lookup searches the ids' bytes: a hit straddling two tokens' bytes must not count, large
+    ids (several non-zero bytes) must match whole, and the search window must cut as stated."""
+    rng = random.Random(3)
+    for _ in range(3000):
+        vocab = rng.choice([2, 3, 7, 256, 65537, 2**31 - 1])
+        common = [0, 1, 255, 256, 65536, vocab - 1]
+        context = [rng.randrange(vocab) if rng.random() < 0.5 else rng.choice(common) % vocab
+                   for _ in range(rng.randint(0, 50))]
+        k, min_n = rng.randint(0, 5), rng.randint(1, 3)
+        max_n, window = rng.randint(min_n, 5), rng.choice([4096, 6, 17])
+        assert lookup(context, k, min_n, max_n, window) == _naive_lookup(context, k, min_n, max_n, window), context
 
 
 def test_bad_sizes_are_refused_with_the_rule() -> None:

@@ -45,6 +45,24 @@ def test_a_new_mix_is_learned_and_the_guard_keeps_it() -> None:
     assert reports[-1].learned_regret < 0.1 < 0.5 < reports[-1].shipped_regret
     assert not any(r.fell_back for r in reports) and not learner.is_shipped
     assert learner.examples_seen == 800
+    assert not reports[0].serving_learned, "the learned weights serve only once they have proven better"
+    assert learner.serving_learned and reports[-1].serving_learned and "serving the learned" in reports[-1].describe()
+    assert np.array_equal(learner.predictor.weight, learner.learned_weight), "and then the policy forecasts with them"
+
+
+def test_on_the_mix_it_was_built_for_the_shipped_predictor_keeps_serving() -> None:
+    """Where the shipped weights are already right, learning cannot beat them by the margin: the policy
+    keeps forecasting with the shipped weights, so learning costs that case nothing."""
+    rng = np.random.default_rng(4)
+    builder = _learner()  # ships a predictor fitted on the mix: a learner's weights after 40 turns of it
+    for _ in range(40):
+        builder.learn(*_turn(rng), np.ones((40, 3), bool))
+    learner = _learner()
+    learner.shipped_weight, learner.shipped_bias = builder.learned_weight.copy(), builder.learned_bias.copy()
+    learner.reset()
+    reports = [learner.learn(*_turn(rng), np.ones((40, 3), bool)) for _ in range(20)]
+    assert not any(r.serving_learned for r in reports) and not learner.is_shipped, "it learns, but does not serve"
+    assert np.array_equal(learner.predictor.weight, learner.shipped_weight)
 
 
 def test_drafts_without_a_label_are_left_alone() -> None:
@@ -54,8 +72,8 @@ def test_drafts_without_a_label_are_left_alone() -> None:
     mask[:, :2] = True  # c was not in memory
     for _ in range(5):
         learner.learn(*_turn(rng), mask)
-    assert np.array_equal(learner.predictor.weight[:, 2], learner.shipped_weight[:, 2])
-    assert learner.predictor.bias[2] == learner.shipped_bias[2]
+    assert np.array_equal(learner.learned_weight[:, 2], learner.shipped_weight[:, 2])
+    assert learner.learned_bias[2] == learner.shipped_bias[2]
     probs = np.array([[0.9, 0.1, 0.99]])
     assert masked_regret(probs, np.array([[0.5, 0.6, 0.0]]), np.array([[True, True, False]]))[0] == \
         pytest.approx(0.1), "an unlabelled draft cannot be picked"
@@ -87,7 +105,8 @@ def test_state_survives_a_restart_and_bad_files_are_skipped(tmp_path) -> None:
     assert path.stat().st_size < 64 * 1024 and not list(path.parent.glob(".tmp-*"))
     restarted = _learner()
     assert load_state(path, restarted) is None
-    assert np.array_equal(restarted.predictor.weight, learner.predictor.weight)
+    assert np.array_equal(restarted.learned_weight, learner.learned_weight)
+    assert np.array_equal(restarted.predictor.weight, learner.predictor.weight), "the window decides alike"
     assert restarted.examples_seen == learner.examples_seen
     assert load_state(tmp_path / "absent" / FILE_NAME, _learner()) is None, "no file yet: nothing to say"
 
@@ -131,14 +150,15 @@ def test_a_served_turn_is_learned_once_in_idle_time_and_a_goal_cancels_it(world)
         successor = make_policy("memspec", predictor=world.predictor.restricted_to(world.catalogue.names))
         rt.set_policy(successor)
         assert rt.learner is not None and rt.learner is not learner and rt.learner.predictor is successor.predictor
+        assert np.array_equal(rt.learner.learned_weight, learner.learned_weight)
         assert np.array_equal(successor.predictor.weight, learner.predictor.weight)
         learner = rt.learner
         rt.generate(DIALOGUE[1].prompt, DIALOGUE[1].max_new_tokens, conversation=conv)
-        weights = learner.predictor.weight.copy()
+        weights = learner.learned_weight.copy()
         cancel = threading.Event()
         cancel.set()
         cancelled = rt.learn_from_last_turn(cancel)
         assert cancelled is not None and cancelled.cancelled and "cancelled" in cancelled.describe()
-        assert np.array_equal(learner.predictor.weight, weights), "a cancelled step learns nothing"
+        assert np.array_equal(learner.learned_weight, weights), "a cancelled step learns nothing"
         rt.set_policy(make_policy("static"))
         assert rt.learner is None, "a policy without a predictor: nothing to learn"

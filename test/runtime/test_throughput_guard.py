@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from memspec_ros.runtime.policies import MemSpecPolicy
 from memspec_ros.runtime.throughput_guard import GuardMode, ThroughputGuard
 
@@ -143,3 +145,34 @@ def test_the_guard_can_be_switched_off() -> None:
     stage = Stage(budget_drafts=2)
     policy = MemSpecPolicy(constant_predictor({GENERAL: 0.3}, stage.names), guard=False)
     assert policy.guard is None and policy.guard_status() is None
+
+
+def test_member_rounds_are_in_neither_window() -> None:
+    """The n-gram member is judged by its own measure: its fast rounds must not hide model drafts
+    that lose, and its time is no target-only reference either."""
+    guard, clock = ThroughputGuard(min_rounds=12), Clock()
+    for i in range(40):
+        if i % 2:  # every other round a member round emitting 4 tokens in 60 ms
+            guard.observe(forced=False, drafted=True, emitted=4, start=clock.now, seconds=0.06, member=True)
+            clock.now += 0.06
+        else:
+            clock.run(guard, drafted=True, tokens=1 + (i % 10 == 0), seconds=0.1)
+    assert guard.mode == GuardMode.FALLBACK, "the drafts' rounds alone lose to target-only"
+    status = guard.status()
+    assert status.policy_tokens_per_s is not None and status.policy_tokens_per_s < 15
+    assert status.target_tokens_per_s == pytest.approx(1 / TARGET_S), "only the guard's plain steps are the reference"
+
+
+def test_memspec_in_fallback_still_runs_a_paying_ngram_match() -> None:
+    """Fallback holds the model drafts and loads off; a lookup match costs neither and still runs."""
+    from memspec_ros.core.ngram_proposer import NGRAM_NAME
+
+    stage = Stage(budget_drafts=2, ngram=NGRAM_NAME)
+    stage.load(GENERAL)
+    policy = MemSpecPolicy(constant_predictor({GENERAL: 0.3, CODE: 0.9, LEGAL: 0.1}, stage.names))
+    policy.bind(stage.catalogue, stage.budget, 4)
+    _slow_policy_rounds(policy.guard, Clock(), 28)
+    assert policy.guard_status().mode == GuardMode.FALLBACK
+    assert policy.choose(stage.view()).draft is None, "no match: a plain target step"
+    assert policy.choose(stage.view(ngram_match=3)).draft == NGRAM_NAME, "a match is no draft and no load"
+    assert policy.guard_status().mode == GuardMode.FALLBACK

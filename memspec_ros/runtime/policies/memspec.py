@@ -156,7 +156,14 @@ class _ManagedPolicy(Policy):
     def _decide(self, view: PolicyView) -> Decision:
         self._guarded_round = self.guard is not None and self.guard.wants_target_round()
         if self._guarded_round:
-            return Decision(None)
+            # The guard holds the model drafts off; a lookup match that pays still runs (module doc
+            # of ..throughput_guard): it costs no memory, no load, no draft step.
+            ngram = self._ngram_choice(view, view.acceptance.expected_tokens_per_s(None, 0.0, view.k)) \
+                if self.guard.allows_member() else None
+            if ngram is None:
+                return Decision(None)
+            self._guarded_round = False
+            return Decision(view.ngram, k=ngram[0])
         resident = [n for n in view.resident if n not in view.unusable]
         score = self._live_score(view)
         best = best_of(resident, score, prefer=view.active, margin=self.switch_margin)
@@ -211,7 +218,8 @@ class _ManagedPolicy(Policy):
     def _observe(self, feedback: RoundFeedback, view: PolicyView) -> None:
         if self.guard is not None:
             self.guard.observe(forced=self._guarded_round, drafted=feedback.draft is not None and feedback.proposed > 0,
-                               emitted=feedback.emitted, start=view.now, seconds=feedback.seconds)
+                               emitted=feedback.emitted, start=view.now, seconds=feedback.seconds,
+                               member=self._chose_ngram)
         if self._guarded_round:
             return  # the guard's round, not a draftless choice of the policy
         if self._chose_ngram:
