@@ -159,8 +159,8 @@ def _headline_section(r: Results) -> list[str]:
             "the target's tokens it reproduced, each turn up to its first difference.", "",
             "Draftless rounds: rounds in which nothing proposed (a target-only step: the policy's choice, the "
             "guard's, or an n-gram lookup that found no match); n-gram rounds: rounds the n-gram member proposed in "
-            "(every runtime configuration runs with the member on, the node's default; only memspec and ngram-only "
-            "choose it).", "",
+            "(every runtime configuration runs with the member on, the node's default; memspec, ucb-resident and "
+            "ngram-only choose it).", "",
             *_ngram_line(r), *_llama_cpp_line(r), *_guard_line(r), "",
             "![tokens/s](headline.png)", "", "![per-policy figures](metrics.png)", "",
             "![residency timeline](timeline.png)", ""]

@@ -129,6 +129,17 @@ def test_memspec_with_the_member_is_lossless(world) -> None:
         assert rt.member_names == [*catalogue.names, NGRAM_NAME]
 
 
+def test_ucb_resident_with_the_member_arm_is_lossless(world) -> None:
+    """ucb-resident tries every arm, the member's included: whatever it then selects, the output is the target's."""
+    catalogue = Catalogue(s for s in world.catalogue if s.name in ("draft-general", "draft-robot"))
+    policy = make_policy("ucb-resident")
+    with DraftRuntime(world.engine, catalogue, Budget.drafts(1), policy, WITH_NGRAM) as rt:
+        rt.warm_up()
+        reports = rt.run_dialogue(DIALOGUE)
+        assert [r.output_ids for r in reports] == _reference(world.engine)
+    assert policy._n.get(NGRAM_NAME, 0.0) > 0, "its arm was tried"
+
+
 def test_the_member_runs_outside_the_pool_and_shows_under_its_name(world) -> None:
     policy = make_policy("static", static_draft=NGRAM_NAME)
     with DraftRuntime(world.engine, world.catalogue, Budget.drafts(1), policy, WITH_NGRAM) as rt:

@@ -338,3 +338,28 @@ def test_oracle_runs_the_draft_that_emits_most_over_the_segment() -> None:
     assert policy.choose(stage.view()) == Decision(LEGAL)
     stage.remaining = 1  # nothing can be proposed: no choice to make
     assert policy.choose(stage.view()) == Decision(GENERAL)
+
+
+def test_ucb_resident_has_the_ngram_member_as_an_arm() -> None:
+    """The member is one more arm, always usable: a segment that selects it runs it on a match and plain
+    steps otherwise, and every round of that segment is its reward (not only the rounds it matched)."""
+    from memspec_ros.core.ngram_proposer import NGRAM_NAME
+
+    stage = Stage(ngram=NGRAM_NAME)
+    stage.load(GENERAL)
+    stage.run(None, proposed=0, verify_s=0.02)
+    policy = _bound(stage, "ucb-resident")
+    plain = RoundFeedback(round_index=0, turn=0, turn_position=0, draft=None, proposed=0, accepted=0, emitted=1,
+                          seconds=0.02)
+    for _ in range(4):
+        policy.observe(_feedback(stage, GENERAL, accepted=0), stage.view())
+        policy.observe(plain, stage.view())
+    policy.plan(stage.view())  # GENERAL and no-draft tried; the member's arm is untried: its index is infinite
+    assert policy.selected == NGRAM_NAME
+    assert policy.choose(stage.view(ngram_match=3)) == Decision(NGRAM_NAME)
+    assert policy.choose(stage.view()) == Decision(None), "no match: a plain target step in its segment"
+    before = policy._n[NGRAM_NAME]
+    policy.observe(plain, stage.view())
+    assert policy._n[NGRAM_NAME] > before, "that step is the member's segment's reward"
+    assert NGRAM_NAME not in policy.plan(stage.view()).want, "never loaded"
+    assert NGRAM_NAME not in policy.plan(stage.view()).predictions

@@ -10,6 +10,7 @@ moves with the topic; without it a bandit locks onto the first domain's draft.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -173,7 +174,11 @@ class UCBResidentPolicy(Policy):
       percent apart a coin toss (the round's own time is used until the averages exist);
     * each segment it runs the best arm among those usable *now* (resident drafts and "no
       draft") and never waits; if the best arm overall is a draft on storage, it is loaded in
-      the background, evicting the least recently used other draft, and taken up once resident.
+      the background, evicting the least recently used other draft, and taken up once resident;
+    * where the runtime has the n-gram member (``view.ngram``), it is one more arm, always
+      usable: a segment that selected it runs it on every round its lookup matches and plain
+      target steps otherwise, and every round of that segment is its reward (what selecting it
+      is worth, not only its rounds with a match).
     """
 
     name = "ucb-resident"
@@ -206,9 +211,18 @@ class UCBResidentPolicy(Policy):
 
     def _means(self) -> dict[str, float]:
         """Mean reward of each draft arm (what residency messages publish as its forecast)."""
-        return {a: (self._s[a] / self._n[a]) if self._n[a] > 0 else 0.0 for a in self._n if a is not None}
+        assert self.catalogue is not None
+        return {a: (self._s[a] / self._n[a]) if self._n[a] > 0 else 0.0 for a in self.catalogue.names}
+
+    def _arm(self, view: PolicyView) -> None:
+        """Give the n-gram member an arm the first time the view shows it."""
+        if view.ngram is not None and view.ngram not in self._n:
+            self._n[view.ngram] = self._s[view.ngram] = 0.0
 
     def _observe(self, feedback: RoundFeedback, view: PolicyView) -> None:
+        self._arm(view)
+        if feedback.draft is None and view.ngram is not None and self.selected == view.ngram:
+            feedback = dataclasses.replace(feedback, draft=view.ngram)  # its segment's round without a match
         if feedback.seconds <= 0 or feedback.draft not in self._n:
             return
         acc = view.acceptance
@@ -226,23 +240,29 @@ class UCBResidentPolicy(Policy):
         self._s[feedback.draft] += reward
 
     def _ranked(self, view: PolicyView) -> list[str | None]:
-        arms: list[str | None] = [*view.usable(), None]
+        self._arm(view)
+        arms: list[str | None] = [*view.usable(), None, *([view.ngram] if view.ngram is not None else [])]
         total = sum(self._n[a] for a in arms)
 
         def where(arm: str | None) -> int:  # ties: a resident draft, then none, then one to load
-            return 1 if arm is None else (0 if view.is_resident(arm) else 2)
+            return 1 if arm is None or arm == view.ngram else (0 if view.is_resident(arm) else 2)
 
         return sorted(arms, key=lambda a: (-self._index(a, total), where(a), a != view.active))
 
+    def _usable_now(self, arm: str | None, view: PolicyView) -> bool:
+        return arm is None or arm == view.ngram or view.is_resident(arm)
+
     def _select(self, view: PolicyView) -> str | None:
         ranked = self._ranked(view)
-        self.selected = next(a for a in ranked if a is None or view.is_resident(a))
+        self.selected = next(a for a in ranked if self._usable_now(a, view))
         self._chosen_once = True
         return ranked[0]
 
     def _choose(self, view: PolicyView) -> Decision:
         if not self._chosen_once:
             self._select(view)
+        if self.selected is not None and self.selected == view.ngram:
+            return Decision(view.ngram if view.ngram_match > 0 else None)
         if self.selected is not None and not view.is_resident(self.selected):
             means = self._means()
             return Decision(best_of([n for n in view.resident if n not in view.unusable], means, prefer=view.active))
@@ -250,7 +270,7 @@ class UCBResidentPolicy(Policy):
 
     def _plan(self, view: PolicyView) -> SchedulePlan:
         best = self._select(view)
-        want = tuple(a for a in dict.fromkeys((self.selected, best)) if a is not None)
+        want = tuple(a for a in dict.fromkeys((self.selected, best)) if a is not None and a != view.ngram)
         cancel = tuple(p for p in view.pending_loads if p not in want)
         return SchedulePlan(want=want, evictable=lru_victims(view, keep=want), cancel=cancel,
                             predictions=self._means())
