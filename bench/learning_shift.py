@@ -350,7 +350,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--mix", type=lambda v: (v.split("=")[0], float(v.split("=")[1])), default=None,
                     help="the new mix: DOMAIN=SHARE (default code=0.7, or the catalogue's first specialised "
                          "domain at 0.7 where it has no code domain)")
-    ap.add_argument("--sessions", type=int, default=14)
+    ap.add_argument("--sessions", type=int, default=20,
+                    help="sessions served per configuration (the goals are judged on those after --after)")
     ap.add_argument("--train-sessions", type=int, default=14)
     ap.add_argument("--turns", type=int, default=6)
     ap.add_argument("--max-new-tokens", type=int, default=48)
