@@ -79,7 +79,8 @@ class GuardStatus:
         measured = (f"drafting measured {rate(self.policy_tokens_per_s)} tokens/s against target-only "
                     f"{rate(self.target_tokens_per_s)}")
         if self.mode == GuardMode.FALLBACK:
-            return (f"do-no-harm fallback: {measured}; decoding target-only without loads, next probe in "
+            return (f"do-no-harm fallback: {measured}; decoding target-only without model drafts or loads "
+                    f"(where the n-gram member is on, a lookup match that pays still runs), next probe in "
                     f"{self.next_probe_in} rounds (fallback #{self.fallbacks})")
         if self.mode == GuardMode.PROBE:
             return f"do-no-harm probe: {measured}; measuring the policy again"
