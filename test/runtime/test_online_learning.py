@@ -140,10 +140,10 @@ def test_a_served_turn_is_learned_once_in_idle_time_and_a_goal_cancels_it(world)
         assert rt.learn_from_last_turn() is None, "nothing served yet"
         conv = rt.new_conversation()
         rt.generate(DIALOGUE[0].prompt, DIALOGUE[0].max_new_tokens, conversation=conv)
-        before = policy.ngram_value.rounds
+        before = policy.ngram_value.replayed_turns
         report = rt.learn_from_last_turn()
         assert report is not None and report.examples > 0 and report.seconds > 0
-        assert policy.ngram_value.rounds > before, "the n-gram member's lookups were replayed over the turn"
+        assert policy.ngram_value.replayed_turns == before + 1, "the n-gram lookups were replayed over the turn"
         assert not learner.is_shipped
         assert rt.learn_from_last_turn() is None, "a turn is learned once"
         # A run-time policy change keeps learning into the new policy's predictor.

@@ -238,10 +238,10 @@ class _ManagedPolicy(Policy):
 
     def observe_ngram_replay(self, rounds: Sequence[tuple[int, int]]) -> None:
         """Teacher-forced ``(proposed, accepted)`` rounds of the n-gram member over a served turn
-        (online learning, in idle time): its measured value learns even where it did not run."""
+        (online learning, in idle time): its measured value learns even where it did not run, one
+        observation per turn (:meth:`NgramValue.observe_replay`)."""
         with self._lock:
-            for proposed, accepted in rounds:
-                self.ngram_value.observe(proposed, accepted)
+            self.ngram_value.observe_replay(rounds)
 
     def guard_status(self) -> GuardStatus | None:
         """The do-no-harm guard's state (None: this policy runs unguarded)."""
