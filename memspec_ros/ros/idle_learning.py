@@ -90,7 +90,7 @@ class IdleLearning:
         """For /diagnostics."""
         learner = self.learner
         serving = "learned" if learner.serving_learned else "shipped"
-        text = (f"on: serving the {serving} weights, {learner.examples_seen} examples, {learner.fallbacks} "
+        text = (f"on: {learner.examples_seen} examples, serving the {serving} weights, {learner.fallbacks} "
                 "fallback(s) to the shipped predictor")
         last = self.last
         if last is not None and last.window_learned_regret is not None and last.window_shipped_regret is not None:
