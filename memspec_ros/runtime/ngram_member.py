@@ -70,10 +70,7 @@ class NgramValue:
     def observe(self, proposed: int, accepted: int) -> None:
         """A round the member was chosen for: ``proposed`` 0 means the lookup found no match."""
         self.rounds += 1
-        matched = proposed > 0
-        self.hit += self.alpha * (float(matched) - self.hit)
-        if matched:
-            self.acceptance += self.alpha * (accepted / proposed - self.acceptance)
+        self._move(float(proposed > 0), accepted / proposed if proposed > 0 else None)
 
     def observe_replay(self, rounds: Sequence[tuple[int, int]]) -> None:
         """A served turn replayed teacher-forced (:func:`ngram_rounds`, online learning): one
@@ -89,9 +86,14 @@ class NgramValue:
             return
         self.replayed_turns += 1
         matched = [(p, a) for p, a in rounds if p > 0]
-        self.hit += self.alpha * (len(matched) / len(rounds) - self.hit)
-        if matched:
-            self.acceptance += self.alpha * (sum(a for _, a in matched) / sum(p for p, _ in matched) - self.acceptance)
+        self._move(len(matched) / len(rounds),
+                   sum(a for _, a in matched) / sum(p for p, _ in matched) if matched else None)
+
+    def _move(self, hit: float, acceptance: float | None) -> None:
+        """One step of both moving averages (acceptance only when something was proposed)."""
+        self.hit += self.alpha * (hit - self.hit)
+        if acceptance is not None:
+            self.acceptance += self.alpha * (acceptance - self.acceptance)
 
     def on_match(self, k: int, step_s: float, verify_s: float) -> LengthChoice:
         """Best proposal length and tokens/s of a round whose lookup matched."""

@@ -154,12 +154,13 @@ class _ManagedPolicy(Policy):
         return decision
 
     def _decide(self, view: PolicyView) -> Decision:
+        acc = view.acceptance
+        alone = acc.expected_tokens_per_s(None, 0.0, view.k)
         self._guarded_round = self.guard is not None and self.guard.wants_target_round()
         if self._guarded_round:
             # The guard holds the model drafts off; a lookup match that pays still runs (module doc
             # of ..throughput_guard): it costs no memory, no load, no draft step.
-            ngram = self._ngram_choice(view, view.acceptance.expected_tokens_per_s(None, 0.0, view.k)) \
-                if self.guard.allows_member() else None
+            ngram = self._ngram_choice(view, alone) if self.guard.allows_member() else None
             if ngram is None:
                 return Decision(None)
             self._guarded_round = False
@@ -173,9 +174,7 @@ class _ManagedPolicy(Policy):
         # The best resident draft may still be worse than none (an off-domain draft while the
         # right one loads): compare expected engine tokens/s from measured step times, at the
         # proposal length that suits its forecast (dynamic speculation length).
-        acc = view.acceptance
         k = None
-        alone = acc.expected_tokens_per_s(None, 0.0, view.k)
         ngram = self._ngram_choice(view, alone)
         if best is None:
             return Decision(view.ngram, k=ngram[0]) if ngram is not None else Decision(None)
