@@ -53,6 +53,7 @@ from memspec_ros.runtime.workload import load_chat_style, load_prompts
 
 from .calibration import calibrate
 from .config import REPO
+from .inputs import display_path
 from .policy_factory import PolicyFactory
 from .real_runs import serve_turn
 from .split import load_training_prompts
@@ -88,8 +89,11 @@ def _flat(traces: DialogueTraces) -> list[DialogueTrace]:
 
 
 def serve(sim_policy, catalogue, budget: Budget, cost, config: RuntimeConfig, sessions: Sequence[DialogueTraces],
-          *, learn: bool) -> list[float]:
-    """tokens/s of each session, one simulator (one runtime, one policy) across all of them."""
+          *, learn: bool, learned_share: list[float] | None = None) -> list[float]:
+    """tokens/s of each session, one simulator (one runtime, one policy) across all of them.
+
+    ``learned_share`` (a learning arm) receives, per session, the share of its turns after which
+    the policy forecast with the learned weights (the challenger had beaten the shipped ones)."""
     sim = Simulator(catalogue, budget, sim_policy, cost, config)
     if learn:
         sim.runtime.enable_learning()
@@ -97,45 +101,80 @@ def serve(sim_policy, catalogue, budget: Budget, cost, config: RuntimeConfig, se
     rates = []
     for traces in sessions:
         tokens = wall = 0.0
+        served: list[bool] = []
         for conv in traces.conversations:
             res = sim.run(conv)
             tokens += res.tokens
             wall += res.wall_s
+            served += [r.serving_learned for r in res.learn_reports]
         rates.append(tokens / wall if wall else 0.0)
+        if learned_share is not None:
+            learned_share.append(statistics.fmean(served) if served else 0.0)
     return rates
 
 
 def real_rates(tb, arms: Mapping[str, tuple[object, bool]], budget: Budget, config: RuntimeConfig,
-               sessions: Sequence[ScriptedDialogue]) -> dict[str, list[float]]:
-    """The same on the real runtime: one runtime and policy per arm for all sessions (as a node),
-    the arms interleaved session by session (a slow spell of the machine hits them alike); an
-    arm that learns takes its step after every turn, untimed (idle time in the node)."""
+               sessions: Sequence[ScriptedDialogue], learned_share: dict[str, list[float]] | None = None
+               ) -> dict[str, list[float]]:
+    """The same on the real runtime: one runtime and policy per arm for all sessions (as a node).
+
+    The arms are interleaved *turn by turn*, each in its own conversation (its own KV cache), the
+    order rotating every turn: a slow spell of the machine then lands on every arm within a few
+    seconds. Interleaved session by session (each arm serving a whole session in turn), the arms'
+    rates on one session differed by up to 30% where the simulator, on the same traces, had them
+    within a few percent. An arm that learns takes its step after each of its turns, untimed (idle
+    time in the node); ``learned_share`` receives its per-session share of turns served by the
+    learned weights afterwards, as :func:`serve` does.
+    """
     config = dataclasses.replace(config, scheduling="inline")
     runtimes = {name: DraftRuntime(tb.engine, tb.catalogue, budget, policy, config, materialize=tb.materialize)
                 for name, (policy, _) in arms.items()}
+    names = list(arms)
     rates: dict[str, list[float]] = {name: [] for name in arms}
     try:
         for name, rt in runtimes.items():
             if arms[name][1]:
                 rt.enable_learning()
             rt.warm_up()
-        for i, session in enumerate(sessions):
-            names = list(arms)
-            for name in names[i % len(names):] + names[: i % len(names)]:
-                rt, learn = runtimes[name], arms[name][1]
-                tokens = wall = 0.0
-                for turns in session.conversations:
-                    conv = rt.new_conversation()
-                    for turn in turns:
-                        report = serve_turn(rt, conv, turn)
-                        tokens, wall = tokens + report.tokens, wall + report.wall_s
-                        if learn:
-                            rt.learn_from_last_turn()
-                rates[name].append(tokens / wall if wall else 0.0)
+        rotation = 0
+        for session in sessions:
+            tokens = dict.fromkeys(names, 0.0)
+            wall = dict.fromkeys(names, 0.0)
+            served: dict[str, list[bool]] = {name: [] for name in names}
+            for turns in session.conversations:
+                convs = {name: rt.new_conversation() for name, rt in runtimes.items()}
+                for turn in turns:
+                    rotation += 1
+                    for name in names[rotation % len(names):] + names[: rotation % len(names)]:
+                        report = serve_turn(runtimes[name], convs[name], turn)
+                        tokens[name] += report.tokens
+                        wall[name] += report.wall_s
+                        learned = runtimes[name].learn_from_last_turn() if arms[name][1] else None
+                        if learned is not None:
+                            served[name].append(learned.serving_learned)
+            for name in names:
+                rates[name].append(tokens[name] / wall[name] if wall[name] else 0.0)
+                if learned_share is not None and served[name]:
+                    learned_share.setdefault(name, []).append(statistics.fmean(served[name]))
     finally:
         for rt in runtimes.values():
             rt.close()
     return rates
+
+
+def paired_interval(numerator: Sequence[float], denominator: Sequence[float], *, draws: int = 2000,
+                    seed: int = 0) -> tuple[float, float]:
+    """A 95% bootstrap interval of ``mean(numerator) / mean(denominator)`` over paired sessions.
+
+    A real run's ratio over ten sessions moves by several percent from one run to the next (the
+    sessions differ, the machine drifts); the interval says how far a goal's margin can be read.
+    """
+    num, den = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(num), size=(draws, len(num)))
+    ratios = num[picks].mean(axis=1) / den[picks].mean(axis=1)
+    low, high = np.quantile(ratios, [0.025, 0.975])
+    return float(low), float(high)
 
 
 def oracle_rates(catalogue, cost, config, sessions: Sequence[DialogueTraces]) -> list[float]:
@@ -210,26 +249,28 @@ def run(args: argparse.Namespace) -> Path:
                                             shipped.hidden_size, k=args.k)
     log(f"calibrated (round {cal.round_s * 1e3:.1f} ms); offline new-mix predictor trained on "
         f"{metrics['train'].examples} examples; simulating")
+    sim_learned: dict[str, list[float]] = {"online": [], "cold-start": []}
     new_mix: dict[str, list[float]] = {
         "shipped": serve(MemSpecPolicy(copy.deepcopy(shipped)), tb.catalogue, budget, cost, config, serve_tr,
                          learn=False),
         "online": serve(MemSpecPolicy(copy.deepcopy(shipped)), tb.catalogue, budget, cost, config, serve_tr,
-                        learn=True),
+                        learn=True, learned_share=sim_learned["online"]),
         "offline-new-mix": serve(MemSpecPolicy(copy.deepcopy(offline_pred)), tb.catalogue, budget, cost, config,
                                  serve_tr,
                                  learn=False),
         "cold-start": serve(MemSpecPolicy(untrained(shipped)), tb.catalogue, budget, cost, config, serve_tr,
-                            learn=True),
+                            learn=True, learned_share=sim_learned["cold-start"]),
         "oracle": oracle_rates(tb.catalogue, cost, config, serve_tr),
     }
     real_new: dict[str, list[float]] = {}
+    real_learned: dict[str, list[float]] = {}
     if args.real:
         log("real runs on the new mix (shipped, online, offline new-mix, cold start; interleaved)")
         real_new = real_rates(tb, {"shipped": (MemSpecPolicy(copy.deepcopy(shipped)), False),
                                    "online": (MemSpecPolicy(copy.deepcopy(shipped)), True),
                                    "offline-new-mix": (MemSpecPolicy(copy.deepcopy(offline_pred)), False),
                                    "cold-start": (MemSpecPolicy(untrained(shipped)), True)},
-                              budget, config, serving)
+                              budget, config, serving, learned_share=real_learned)
     old_mix = {
         "shipped": serve(MemSpecPolicy(copy.deepcopy(shipped)), tb.catalogue, budget, cost, config, ship_tr,
                          learn=False),
@@ -238,22 +279,18 @@ def run(args: argparse.Namespace) -> Path:
     }
     after = args.after
     results = {
-        "config": {"catalogue": str(args.catalogue), "mix": {"domain": domain, "share": share},
+        "config": {"catalogue": display_path(args.catalogue), "mix": {"domain": domain, "share": share},
                    "sessions": args.sessions, "turns": args.turns, "max_new_tokens": args.max_new_tokens,
                    "train_sessions": args.train_sessions, "budget_drafts": args.budget, "k": args.k,
                    "threads": tb.threads, "dtype": tb.dtype_note, "seed": args.seed, "after_sessions": after,
-                   "round_ms": cal.round_s * 1e3, "command": " ".join(sys.argv)},
+                   "round_ms": cal.round_s * 1e3,
+                   "command": " ".join(["python -m bench.learning_shift", *sys.argv[1:]])},
         "new_mix": new_mix, "shipped_mix": old_mix, "real_new_mix": real_new,
         "summary": summarize(new_mix, old_mix, after),
+        "learned_share": {"simulated": sim_learned, "real": real_learned},
     }
     if real_new:
-        results["real_summary"] = {
-            "online_vs_offline_new_mix": _mean_after(real_new["online"], after) / _mean_after(
-                real_new["offline-new-mix"], after),
-            "online_vs_shipped_new_mix": _mean_after(real_new["online"], after) / _mean_after(
-                real_new["shipped"], after),
-            "cold_vs_offline_new_mix": _mean_after(real_new["cold-start"], after) / _mean_after(
-                real_new["offline-new-mix"], after)}
+        results["real_summary"] = real_summary(real_new, after)
     (out / "learning.json").write_text(json.dumps(results, indent=1))
     plot(results, out / "learning.png")
     (out / "learning.md").write_text(report(results))
@@ -264,6 +301,19 @@ def run(args: argparse.Namespace) -> Path:
 def _mean_after(rates: Sequence[float], after: int) -> float:
     tail = rates[after:] or rates[-1:]
     return statistics.fmean(tail)
+
+
+def real_summary(real: Mapping[str, Sequence[float]], after: int) -> dict[str, float | list[float]]:
+    """The real runs' ratios on the sessions after ``after``, each with its bootstrap interval."""
+    out: dict[str, float | list[float]] = {}
+    for key, num, den in (("online_vs_offline_new_mix", "online", "offline-new-mix"),
+                          ("online_vs_shipped_new_mix", "online", "shipped"),
+                          ("cold_vs_offline_new_mix", "cold-start", "offline-new-mix"),
+                          ("offline_vs_shipped_new_mix", "offline-new-mix", "shipped")):
+        a, b = real[num][after:] or real[num][-1:], real[den][after:] or real[den][-1:]
+        out[key] = statistics.fmean(a) / statistics.fmean(b)
+        out[key + "_interval"] = list(paired_interval(a, b))
+    return out
 
 
 def summarize(new_mix: Mapping[str, Sequence[float]], old_mix: Mapping[str, Sequence[float]], after: int
@@ -317,11 +367,19 @@ def report(results: Mapping) -> str:
     real = []
     if results.get("real_new_mix"):
         rs = results["real_summary"]
+        sim_offline = _mean_after(results["new_mix"]["offline-new-mix"], after) / _mean_after(
+            results["new_mix"]["shipped"], after)
+        ci = lambda key: "[{:.3f}, {:.3f}]".format(*rs[key + "_interval"]) if key + "_interval" in rs else "-"  # noqa: E731
         real = ["Real runs on the new mix (the same sessions, one real runtime per configuration, interleaved "
-                "session by session; learning untimed between turns):", "",
+                "turn by turn, each in its own conversation; learning untimed between turns). Ratios on the "
+                f"sessions after {after}, with a 95% bootstrap interval over those sessions:", "",
                 *_table(results["real_new_mix"], n, after), "",
-                f"- real: online / offline new-mix {rs['online_vs_offline_new_mix']:.3f}, online / shipped "
-                f"{rs['online_vs_shipped_new_mix']:.3f}, cold start / offline {rs['cold_vs_offline_new_mix']:.3f}", ""]
+                f"- real: online / offline new-mix **{rs['online_vs_offline_new_mix']:.3f}** "
+                f"{ci('online_vs_offline_new_mix')}, online / shipped {rs['online_vs_shipped_new_mix']:.3f} "
+                f"{ci('online_vs_shipped_new_mix')}, cold start / offline {rs['cold_vs_offline_new_mix']:.3f} "
+                f"{ci('cold_vs_offline_new_mix')}; offline new-mix / shipped "
+                f"{rs.get('offline_vs_shipped_new_mix', float('nan')):.3f} {ci('offline_vs_shipped_new_mix')} "
+                f"(the simulation's: {sim_offline:.3f})", ""]
     shipped_mix = {f"{name} (shipped mix)": rates for name, rates in results["shipped_mix"].items()}
     return "\n".join([
         "# Online learning: a shifted mix and a cold start (simulated on exact traces)", "",
@@ -339,7 +397,27 @@ def report(results: Mapping) -> str:
         "The oracle has every model draft resident and the best one per 4-round segment in hindsight, but no "
         "n-gram member and no draftless rounds: where no model draft matches the target (the zoo's long code "
         "sessions loop, which prompt lookup matches), it drafts anyway and memspec passes it.", "",
-        *real, "![learning](learning.png)", ""])
+        *real, *_learned_lines(results), "![learning](learning.png)", ""])
+
+
+def _learned_lines(results: Mapping) -> list[str]:
+    """How often the learning arms served their learned weights: a real/simulated gap in the
+    ratios with the same promotions is the machine's; with other promotions it is the learner's."""
+    shares = results.get("learned_share") or {}
+    after = results["config"]["after_sessions"]
+    parts = []
+    for arm in ("online", "cold-start"):
+        sim, real = shares.get("simulated", {}).get(arm), shares.get("real", {}).get(arm)
+        if not sim:
+            continue
+        text = f"{arm} {_mean_after(sim, after):.0%} simulated"
+        if real:
+            text += f", {_mean_after(real, after):.0%} real"
+        parts.append(text)
+    if not parts:
+        return []
+    return [f"Turns after which the learning arms served their learned weights (the challenger ahead of the "
+            f"shipped ones), sessions after {after}: " + "; ".join(parts) + ".", ""]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -346,3 +346,41 @@ def test_the_learning_experiment_picks_a_domain_any_catalogue_has() -> None:
     assert default_domain(_prompts()) == "code"
     assert default_domain({"general": [], "perl": [], "changelog": []}) == "changelog"
     assert default_domain({"general": []}) == "general"
+
+
+def test_learning_real_runs_interleave_turns_and_bound_their_ratios() -> None:
+    """The real arm of the learning experiment: every arm serves every turn in its own conversation
+    (one rate per arm and session), the learning arm learns, and each real ratio carries a bootstrap
+    interval that holds the ratio itself."""
+    import copy
+
+    from bench.learning_shift import paired_interval, real_rates, real_summary
+    from bench.testbed import load_testbed
+    from bench.workloads import build_workload
+    from memspec_ros.runtime import Budget, RuntimeConfig
+    from memspec_ros.runtime.ngram_member import NgramSettings
+    from memspec_ros.runtime.policies import MemSpecPolicy
+    from memspec_ros.runtime.predictor import DraftPredictor
+
+    testbed = load_testbed(ZOO / "catalogue.yaml", 1, "float32")
+    sessions = build_workload(_prompts(), sessions=2, turns=2, max_new_tokens=6, seed=3).sessions
+    shipped = DraftPredictor.load(testbed.predictor_path, testbed.catalogue.names)
+    arms = {"shipped": (MemSpecPolicy(copy.deepcopy(shipped)), False),
+            "online": (MemSpecPolicy(copy.deepcopy(shipped)), True)}
+    shares: dict[str, list[float]] = {}
+    rates = real_rates(testbed, arms, Budget.drafts(2), RuntimeConfig(k=4, ngram=NgramSettings()), sessions,
+                       learned_share=shares)
+    assert set(rates) == {"shipped", "online"}
+    assert all(len(r) == len(sessions) and all(x > 0 for x in r) for r in rates.values())
+    turns = sum(len(s.turns) for s in sessions)
+    assert 0 < arms["online"][0].ngram_value.replayed_turns <= turns  # it learned between its turns
+    assert arms["shipped"][0].ngram_value.replayed_turns == 0
+    assert set(shares) == {"online"} and len(shares["online"]) == len(sessions)
+    assert all(0.0 <= x <= 1.0 for x in shares["online"])
+
+    low, high = paired_interval([2.0, 4.0, 3.0], [2.0, 4.0, 3.0])
+    assert low == pytest.approx(1.0) and high == pytest.approx(1.0)
+    summary = real_summary({"online": [1.0, 2.0, 3.0, 4.0], "offline-new-mix": [1.1, 2.0, 2.9, 4.5],
+                            "shipped": [1.0, 1.0, 1.0, 1.0], "cold-start": [1.0, 2.0, 3.0, 4.0]}, after=1)
+    ratio, (low, high) = summary["online_vs_offline_new_mix"], summary["online_vs_offline_new_mix_interval"]
+    assert low <= ratio <= high and ratio == pytest.approx(9.0 / 9.4)
