@@ -17,10 +17,26 @@ guard looks only at what the wall clock says:
 When the policy's recent rounds emit fewer tokens per second than target-only decoding, the
 guard switches to **fallback**: target-only rounds, no new loads (loads take CPU from decoding
 on a CPU-only robot), the resident drafts kept. It **probes** the policy again after
-``first_probe_after`` rounds for ``probe_rounds`` rounds, doubling the wait after every probe
-that still loses (to ``max_probe_after``), and returns to the policy when a probe beats
-target-only by ``resume_margin``. A failed probe costs a few rounds' worth of the policy's
-deficit, so a model set that never pays costs well under 1% once the waits have grown.
+``first_probe_after`` rounds, doubling the wait after every probe that still loses (to
+``max_probe_after``), and returns to the policy when a probe wins. A failed probe costs a few
+rounds' worth of the policy's deficit, so a model set that never pays costs well under 1% once
+the waits have grown.
+
+**Evidence, not a point estimate.** A drafting round emits 1 to k+1 tokens, so a rate over a few
+dozen rounds is noisy: on the default model set (acceptance 0.31, 1.75 tokens a round) the rate of
+24 rounds has a standard error of about 14%, and the window is judged after every round. Judged on
+its point estimate, a policy 1.4x faster than target-only over whole sessions fell back 9 times in a
+full benchmark run and spent 22% of its rounds in fallback, and a 12-round probe of it failed about
+one time in three. So each rate carries its standard error (a ratio estimator, delta method), and:
+
+* the policy **falls back** only when even its optimistic bound, the ratio plus ``confidence``
+  standard errors, is below ``1 - fallback_margin``;
+* a **probe** resumes the policy once its pessimistic bound reaches 1 (drafting wins), fails once
+  its optimistic bound is below ``1 - fallback_margin`` (it clearly loses), and otherwise goes on
+  (the policy decides meanwhile) until ``max_probe_rounds``, where the point estimate decides.
+
+A policy that clearly loses (a weak model set, a busy CPU: 0.6-0.8x) is caught within a window as
+before; one near break-even takes longer to judge, which costs little either way.
 
 Rounds of the zero-memory n-gram member (:mod:`.ngram_member`) count as neither: the guard judges the
 model drafts and the loads they bring, which cost memory bandwidth and CPU the member does not.
@@ -35,7 +51,9 @@ time) and in the node (wall time).
 
 from __future__ import annotations
 
+import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -90,10 +108,10 @@ class GuardStatus:
 class ThroughputGuard:
     """Measures a policy against target-only decoding and falls back when it loses (see module doc)."""
 
-    def __init__(self, *, window_rounds: int = 24, min_rounds: int = 24, baseline_rounds: int = 8,
+    def __init__(self, *, window_rounds: int = 48, min_rounds: int = 24, baseline_rounds: int = 8,
                  baseline_every: int = 96, initial_baseline: int = 2, fallback_margin: float = 0.03,
-                 resume_margin: float = 0.03, probe_rounds: int = 12, first_probe_after: int = 32,
-                 max_probe_after: int = 1024) -> None:
+                 resume_margin: float = 0.0, probe_rounds: int = 12, max_probe_rounds: int = 48,
+                 first_probe_after: int = 32, max_probe_after: int = 1024, confidence: float = 1.64) -> None:
         self.window_rounds = window_rounds
         self.min_rounds = min_rounds
         self.baseline_every = baseline_every
@@ -101,6 +119,8 @@ class ThroughputGuard:
         self.fallback_margin = fallback_margin
         self.resume_margin = resume_margin
         self.probe_rounds = probe_rounds
+        self.max_probe_rounds = max(probe_rounds, max_probe_rounds)
+        self.confidence = confidence
         self.first_probe_after = first_probe_after
         self.max_probe_after = max_probe_after
         self.mode = GuardMode.POLICY
@@ -188,19 +208,30 @@ class ThroughputGuard:
                 self._enter(GuardMode.PROBE)
             return
         rounds_needed = self.probe_rounds if self.mode == GuardMode.PROBE else self.min_rounds
-        ratio = self.status().ratio
-        if len(self._policy) < min(rounds_needed, self.window_rounds) or ratio is None \
+        evidence = self.evidence()
+        if len(self._policy) < min(rounds_needed, self.window_rounds) or evidence is None \
                 or len(self._target) < min(self.initial_baseline, self._target.maxlen or 1):
             return
+        ratio, error = evidence
+        optimistic, pessimistic = ratio + self.confidence * error, ratio - self.confidence * error
         if self.mode == GuardMode.PROBE:
-            if ratio >= 1.0 + self.resume_margin:
+            decided = len(self._policy) >= min(self.max_probe_rounds, self.window_rounds)
+            if pessimistic >= 1.0 + self.resume_margin or (decided and ratio >= 1.0 - self.fallback_margin):
                 self._probe_after = self.first_probe_after
                 self._enter(GuardMode.POLICY)
-            else:
+            elif optimistic < 1.0 - self.fallback_margin or decided:
                 self._probe_after = min(self.max_probe_after, self._probe_after * 2)
                 self._fallback()
-        elif ratio < 1.0 - self.fallback_margin and sum(self._policy_drafted) * 4 >= len(self._policy_drafted):
+        elif optimistic < 1.0 - self.fallback_margin and sum(self._policy_drafted) * 4 >= len(self._policy_drafted):
             self._fallback()  # (a policy that drafts in under a quarter of its rounds is nearly target-only)
+
+    def evidence(self) -> tuple[float, float] | None:
+        """Policy over target-only tokens/s and the standard error of that ratio; None before both are measured."""
+        policy, target = _rate_and_error(self._policy), _rate_and_error(self._target)
+        if policy is None or target is None or policy[0] <= 0 or target[0] <= 0:
+            return None
+        ratio = policy[0] / target[0]
+        return ratio, ratio * math.hypot(policy[1] / policy[0], target[1] / target[0])
 
     def _fallback(self) -> None:
         self._fallbacks += 1
@@ -224,3 +255,22 @@ class ThroughputGuard:
                            fallback_rounds=self._fallback_rounds,
                            next_probe_in=max(0, self._probe_after - self._mode_rounds)
                            if self.mode == GuardMode.FALLBACK else None)
+
+
+def _rate_and_error(samples: Iterable[tuple[int, float]]) -> tuple[float, float] | None:
+    """Tokens per second over ``(tokens, seconds)`` rounds and its standard error.
+
+    The rate is a ratio of sums, so its error comes from the rounds' residuals ``tokens - rate *
+    seconds`` (the delta method): rounds that all emit alike have none, drafting rounds that emit
+    1 to k+1 tokens have much. None without rounds; with one round the error is unknown (infinite).
+    """
+    rounds = list(samples)
+    seconds = sum(s for _, s in rounds)
+    if not rounds or seconds <= 0:
+        return None
+    rate = sum(t for t, _ in rounds) / seconds
+    n = len(rounds)
+    if n < 2:
+        return rate, math.inf
+    variance = sum((t - rate * s) ** 2 for t, s in rounds) / (n - 1)
+    return rate, math.sqrt(variance / n) / (seconds / n)

@@ -176,3 +176,70 @@ def test_memspec_in_fallback_still_runs_a_paying_ngram_match() -> None:
     assert policy.choose(stage.view()).draft is None, "no match: a plain target step"
     assert policy.choose(stage.view(ngram_match=3)).draft == NGRAM_NAME, "a match is no draft and no load"
     assert policy.guard_status().mode == GuardMode.FALLBACK
+
+
+def _noisy_paying_rounds(guard: ThroughputGuard, n: int, seed: int) -> int:
+    """A noisy policy that pays: 1 token (80%) or 5 tokens a 80 ms round, 22.5 tokens/s, 1.125x
+    target-only, its turns 40 rounds long; returns the rounds run in fallback."""
+    import random
+
+    rng, clock, fallback = random.Random(seed), Clock(), 0
+    for i in range(n):
+        fallback += guard.mode == GuardMode.FALLBACK
+        clock.run(guard, drafted=True, tokens=rng.choices([1, 5], weights=[0.8, 0.2])[0], seconds=0.08)
+        if i % 40 == 39:
+            guard.end_turn()
+    return fallback
+
+
+def test_a_noisy_policy_that_pays_is_not_sent_to_fallback_by_chance() -> None:
+    """Judged on the point estimate of 24 rounds and 12-round probes (the guard before it weighed
+    its evidence), this policy spent about a third of its rounds in fallback; on its evidence, a
+    few percent."""
+    point = sum(_noisy_paying_rounds(ThroughputGuard(window_rounds=24, confidence=0.0, resume_margin=0.03,
+                                                     max_probe_rounds=12), 3000, seed) for seed in range(4))
+    weighed = sum(_noisy_paying_rounds(ThroughputGuard(), 3000, seed) for seed in range(4))
+    assert point > 0.2 * 4 * 3000, "the noise this guards against"
+    assert weighed < 0.05 * 4 * 3000
+
+
+def test_a_policy_that_loses_is_still_caught() -> None:
+    """The same noise, but 0.8x target-only: most rounds run in fallback."""
+    import random
+
+    rng, clock, guard, fallback = random.Random(0), Clock(), ThroughputGuard(), 0
+    for i in range(3000):
+        fallback += guard.mode == GuardMode.FALLBACK
+        clock.run(guard, drafted=True, tokens=rng.choices([1, 5], weights=[0.8, 0.2])[0], seconds=0.1125)
+        if i % 40 == 39:
+            guard.end_turn()
+    assert fallback > 0.8 * 3000
+
+
+def test_a_probe_near_break_even_runs_on_until_it_can_be_judged() -> None:
+    guard, clock = ThroughputGuard(min_rounds=12, probe_rounds=12, max_probe_rounds=48), Clock()
+    _slow_policy_rounds(guard, clock, 16)
+    guard.end_turn()
+    assert guard.mode == GuardMode.PROBE
+    for i in range(13):  # 1 or 3 tokens a 0.1 s round: 20 tokens/s, target-only's own rate, but noisy
+        clock.run(guard, drafted=True, tokens=1 + 2 * (i % 2), seconds=0.1)
+    assert guard.mode == GuardMode.PROBE, "twelve rounds cannot tell this policy from target-only"
+    for i in range(36):
+        clock.run(guard, drafted=True, tokens=1 + 2 * (i % 2), seconds=0.1)
+    assert guard.mode == GuardMode.POLICY, "at the longest probe a policy within the margin keeps its turn"
+    fallbacks = guard.status().fallbacks
+    _slow_policy_rounds(guard, clock, 30)
+    assert guard.mode == GuardMode.FALLBACK and guard.status().fallbacks == fallbacks + 1, \
+        "and loses it again once it clearly loses"
+
+
+def test_rates_carry_their_standard_error() -> None:
+    from memspec_ros.runtime.throughput_guard import _rate_and_error
+
+    assert _rate_and_error([]) is None
+    rate, error = _rate_and_error([(1, 0.05)] * 8)
+    assert rate == pytest.approx(20.0) and error == pytest.approx(0.0)
+    rate, error = _rate_and_error([(1, 0.1), (3, 0.1)] * 12)
+    # the mean of 24 rounds of 1 or 3 tokens (sd 1.02 with n-1) over 0.1 s each
+    assert rate == pytest.approx(20.0) and error == pytest.approx(1.0215 / 24 ** 0.5 / 0.1, rel=1e-3)
+    assert _rate_and_error([(2, 0.1)])[1] == float("inf")
