@@ -25,15 +25,16 @@ the waits have grown.
 **Evidence, not a point estimate.** A drafting round emits 1 to k+1 tokens, so a rate over a few
 dozen rounds is noisy: on the default model set (acceptance 0.31, 1.75 tokens a round) the rate of
 24 rounds has a standard error of about 14%, and the window is judged after every round. Judged on
-its point estimate, a policy 1.4x faster than target-only over whole sessions fell back 9 times in a
-full benchmark run and spent 22% of its rounds in fallback, and a 12-round probe of it failed about
-one time in three. So each rate carries its standard error (a ratio estimator, delta method), and:
+its point estimate (and a probe on 12 rounds), memspec fell back 9 times in a full benchmark run and
+spent 22% of its rounds in fallback while it ran 1.4x target-only over the whole run. So each rate
+carries its standard error (a ratio estimator, delta method), and:
 
 * the policy **falls back** only when even its optimistic bound, the ratio plus ``confidence``
   standard errors, is below ``1 - fallback_margin``;
 * a **probe** resumes the policy once its pessimistic bound reaches 1 (drafting wins), fails once
   its optimistic bound is below ``1 - fallback_margin`` (it clearly loses), and otherwise goes on
-  (the policy decides meanwhile) until ``max_probe_rounds``, where the point estimate decides.
+  (the policy decides meanwhile) until ``max_probe_rounds``, where a point estimate within
+  ``fallback_margin`` of target-only resumes it: near break-even either choice costs little.
 
 A policy that clearly loses (a weak model set, a busy CPU: 0.6-0.8x) is caught within a window as
 before; one near break-even takes longer to judge, which costs little either way.
