@@ -24,7 +24,7 @@ the waits have grown.
 
 **Evidence, not a point estimate.** A drafting round emits 1 to k+1 tokens, so a rate over a few
 dozen rounds is noisy: on the default model set (acceptance 0.31, 1.75 tokens a round) the rate of
-24 rounds has a standard error of about 14%, and the window is judged after every round. Judged on
+24 rounds has a standard error of the order of 15%, and the window is judged after every round. Judged on
 its point estimate (and a probe on 12 rounds), memspec fell back 9 times in a full benchmark run and
 spent 22% of its rounds in fallback while it ran 1.4x target-only over the whole run. So each rate
 carries its standard error (a ratio estimator, delta method), and:
