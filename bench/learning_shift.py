@@ -298,9 +298,13 @@ def run(args: argparse.Namespace) -> Path:
     return out
 
 
+def _judged(rates: Sequence[float], after: int) -> Sequence[float]:
+    """The sessions a goal is judged on: those after the first ``after`` (the last, if none are)."""
+    return rates[after:] or rates[-1:]
+
+
 def _mean_after(rates: Sequence[float], after: int) -> float:
-    tail = rates[after:] or rates[-1:]
-    return statistics.fmean(tail)
+    return statistics.fmean(_judged(rates, after))
 
 
 def real_summary(real: Mapping[str, Sequence[float]], after: int) -> dict[str, float | list[float]]:
@@ -310,7 +314,7 @@ def real_summary(real: Mapping[str, Sequence[float]], after: int) -> dict[str, f
                           ("online_vs_shipped_new_mix", "online", "shipped"),
                           ("cold_vs_offline_new_mix", "cold-start", "offline-new-mix"),
                           ("offline_vs_shipped_new_mix", "offline-new-mix", "shipped")):
-        a, b = real[num][after:] or real[num][-1:], real[den][after:] or real[den][-1:]
+        a, b = _judged(real[num], after), _judged(real[den], after)
         out[key] = statistics.fmean(a) / statistics.fmean(b)
         out[key + "_interval"] = list(paired_interval(a, b))
     return out

@@ -209,9 +209,11 @@ class ThroughputGuard:
                 self._enter(GuardMode.PROBE)
             return
         rounds_needed = self.probe_rounds if self.mode == GuardMode.PROBE else self.min_rounds
-        evidence = self.evidence()
-        if len(self._policy) < min(rounds_needed, self.window_rounds) or evidence is None \
+        if len(self._policy) < min(rounds_needed, self.window_rounds) \
                 or len(self._target) < min(self.initial_baseline, self._target.maxlen or 1):
+            return
+        evidence = self.evidence()
+        if evidence is None:
             return
         ratio, error = evidence
         optimistic, pessimistic = ratio + self.confidence * error, ratio - self.confidence * error
@@ -249,8 +251,8 @@ class ThroughputGuard:
     def status(self) -> GuardStatus:
         """The current state and rates."""
         def rate(samples: deque[tuple[int, float]]) -> float | None:
-            secs = sum(s for _, s in samples)
-            return sum(t for t, _ in samples) / secs if secs > 0 else None
+            measured = _rate_and_error(samples)
+            return measured[0] if measured is not None else None
         return GuardStatus(mode=self.mode, policy_tokens_per_s=rate(self._policy),
                            target_tokens_per_s=rate(self._target), fallbacks=self._fallbacks,
                            fallback_rounds=self._fallback_rounds,
