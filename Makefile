@@ -73,7 +73,7 @@ WEAK_SET := .cache/weak_smollm2
 
 bench-do-no-harm: setup
 	@if [ ! -d $(SMOLLM2_CORPORA) ]; then $(ENV) python -m training.smollm2.answers \
-		--target models/smollm2/target --out $(SMOLLM2_CORPORA); fi
+		--target models/smollm2/target --out $(SMOLLM2_CORPORA) $(SMOLLM2_ANSWERS); fi
 	@$(ENV) memspec_build drafts --target models/smollm2/target --corpora $(SMOLLM2_CORPORA) --out $(WEAK_SET) \
 		--draft-vocab 8192 --time-budget-s 60 --draft-shape 320x2
 	@$(ENV) memspec_build predictor --out $(WEAK_SET) --time-budget-s 240 --sessions 8
@@ -96,11 +96,15 @@ zoo: setup
 # The default model set: SmolLM2-135M-Instruct (fetched by setup) answers robot users' questions in
 # five domains (its answers are the corpora), then the drafts, predictor and evaluation by memspec_build.
 SMOLLM2_CORPORA := .cache/smollm2/corpora
+# 300 conversations a domain; more for small talk and how-to, whose drafts led the general draft
+# by under 0.10 on 300 (models/smollm2/reports/build.md).
+SMOLLM2_ANSWERS := --per-domain 300 --count chat=600 --count howto=600
 SMOLLM2_DRAFTS := --draft-vocab 8192 --time-budget-s 3600 --specialists-from scratch --general-share 0.5 \
 	--draft-shape 320x2 --draft-shape general=160x2 --save-dtype bfloat16
 
 smollm2: setup
-	@$(ENV) python -m training.smollm2.answers --target models/smollm2/target --out $(SMOLLM2_CORPORA)
+	@$(ENV) python -m training.smollm2.answers --target models/smollm2/target --out $(SMOLLM2_CORPORA) \
+		$(SMOLLM2_ANSWERS)
 	@$(ENV) memspec_build drafts --target models/smollm2/target --corpora $(SMOLLM2_CORPORA) --out models/smollm2 \
 		$(SMOLLM2_DRAFTS)
 	@$(ENV) memspec_build predictor --out models/smollm2

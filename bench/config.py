@@ -51,8 +51,11 @@ class BenchConfig:
     # the headline operating point
     budget_drafts: int = 2
     load_round_ratio: float = 2.7
-    k: int = 4
-    check_interval: int = 4
+    k: int = 0
+    """The most draft tokens a round proposes; 0 = auto, the node's default (``num_speculative_tokens: 0``):
+    :func:`memspec_ros.runtime.speculation_choice.choose_speculation` resolves it at the start of the run."""
+    check_interval: int = 0
+    """Rounds between scheduling decisions; 0 = auto, the node's default, resolved the same way."""
     threads: int = 0
     """torch intra-op threads for decoding; 0 = auto, the node's default (``num_threads: 0``): the
     count :func:`memspec_ros.runtime.thread_choice.choose_threads` picks on this machine."""
@@ -83,8 +86,8 @@ class BenchConfig:
 
     def __post_init__(self) -> None:
         """Refuse knobs the runtime would refuse, before minutes of traces are recorded."""
-        knobs.K.check(self.k)
-        knobs.CHECK_INTERVAL.check(self.check_interval)
+        knobs.K_SETTING.check(self.k)
+        knobs.CHECK_INTERVAL_SETTING.check(self.check_interval)
         knobs.BUDGET_DRAFTS.check(self.budget_drafts)
         knobs.NUM_THREADS.check(self.threads)
         if self.cpu_neighbours < 0:

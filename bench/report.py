@@ -40,10 +40,12 @@ def _config_section(r: Results) -> list[str]:
         ("catalogue", _catalogue_line(c)),
         ("target", f"{m['target']['path']} ({m['target']['bytes'] / 1e6:.1f} MB on disk)"),
         ("drafts", drafts),
-        ("speculation length k", str(c["k"])),
+        ("speculation length k", str(c["k"]) + (f" ({c['speculation_chosen_by']})" if "speculation_chosen_by" in c
+                                                 else " (--k)")),
         ("memory budget", f"{c['budget_drafts']} drafts = {c['budget_bytes'] / 1e6:.2f} MB (the largest drafts' "
                           "in-memory footprint: weights in the compute dtype, rotary tables, full-context KV cache)"),
-        ("check interval", f"{c['check_interval']} rounds"),
+        ("check interval", f"{c['check_interval']} rounds" + (" (auto, above)" if "speculation_chosen_by" in c
+                                                               else " (--check-interval)")),
         ("emulated storage bandwidth", f"{c['emulated_bandwidth_bytes_per_s'] / 1e6:.2f} MB/s"),
         ("load/round ratio", f"requested {c['requested_load_round_ratio']}, measured "
                              f"{c['measured_load_round_ratio']:.2f} (mean real load {c['mean_load_s'] * 1e3:.1f} ms "

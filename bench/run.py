@@ -83,6 +83,7 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
 def run(cfg: BenchConfig, progress: Progress) -> Path:
     """Run everything; returns the path of ``results.json``."""
     from memspec_ros.runtime import Budget
+    from memspec_ros.runtime.speculation_choice import FALLBACK_K, choose_speculation
     from memspec_ros.runtime.thread_choice import choose_threads
     from memspec_ros.runtime.workload import load_chat_style, load_prompts
 
@@ -114,9 +115,17 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
     choice = None
     if cfg.threads == 0:  # the node's default: measure, as its configure does
         choice = choose_threads(testbed.engine, testbed.catalogue, Budget.drafts(cfg.budget_drafts),
-                                testbed.materialize, cfg.k)
+                                testbed.materialize, cfg.k or FALLBACK_K)
         testbed.threads = choice.threads
         progress.log(f"threads: auto (the node's default) -> {choice.describe()}")
+    command, speculation = cfg.command, None
+    if not cfg.k or not cfg.check_interval:  # the node's default (0, auto): resolved as its configure does
+        probe_factory = PolicyFactory(testbed.predictor_path, testbed.catalogue.names, seed=cfg.seed)
+        speculation = choose_speculation(testbed.engine, testbed.catalogue, Budget.drafts(cfg.budget_drafts),
+                                         testbed.materialize, lambda: probe_factory("memspec"),
+                                         testbed.catalogue_file.parent, k=cfg.k, check_interval=cfg.check_interval)
+        cfg = cfg.replace(k=speculation.k, check_interval=speculation.check_interval)
+        progress.log(f"speculation: {speculation.describe()}")
     if not cfg.prompts_file.is_file():
         raise SystemExit(f"prompts file {cfg.prompts_file} does not exist: pass --prompts with held-out prompts "
                          "of the catalogue's domains")
@@ -164,6 +173,9 @@ def run(cfg: BenchConfig, progress: Progress) -> Path:
         step("dialogue length")
     results = assemble_results(bench, headline, experiments, training, created, load_average=load)
     results["thread_settings"] = thread_settings(bench, headline, choice, beside)
+    results["config"]["commands"]["python"] = command  # as requested: auto stays auto
+    if speculation is not None:
+        results["config"]["speculation_chosen_by"] = speculation.describe()
     targets = results["targets"]
     problems = shape_problems(results, require_all_configs=not cfg.policies)
     if problems:

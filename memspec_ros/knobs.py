@@ -52,6 +52,12 @@ going, so a larger value is a caller's mistake rather than a tuning choice."""
 CHECK_INTERVAL = KnobBound("check_interval", 1, 64)
 """Speculative rounds between scheduling decisions."""
 
+K_SETTING = KnobBound("num_speculative_tokens", 0, K.high)
+"""The node's k parameter: 0 = auto (chosen at configure, see runtime/speculation_choice)."""
+
+CHECK_INTERVAL_SETTING = KnobBound("check_interval", 0, CHECK_INTERVAL.high)
+"""The node's check interval parameter: 0 = auto (chosen at configure, see runtime/speculation_choice)."""
+
 BUDGET_DRAFTS = KnobBound("budget_drafts", 0, 64)
 """Memory budget as a number of the largest drafts (0: a byte budget is used instead)."""
 

@@ -118,6 +118,11 @@ def verdict(speedup: float, own_acceptance: float, general_acceptance: float | N
     return USEFUL
 
 
+MAX_REPORTED_K = 8
+"""Rounds are reported for every k up to this (``own_rounds_by_k``): the node's automatic k
+chooses among them."""
+
+
 @dataclass(frozen=True)
 class EvaluationSettings:
     time_budget_s: float = 600.0
@@ -221,9 +226,13 @@ def _evaluate(layout: OutputLayout, built: BuildInputs, settings: EvaluationSett
     trace_seconds = time.monotonic() - t0
 
     rounds: dict[str, dict[str, tuple[int, int, int]]] = {}
+    own_rounds_by_k: dict[str, dict[str, list[int]]] = {}
     for name, model in drafts.items():
-        rounds[name] = {d: pooled_rounds([match_vector(model, p, c, token_maps[name]) for p, c in traces[d]],
-                                         settings.k) for d in built.domains}
+        matches = {d: [match_vector(model, p, c, token_maps[name]) for p, c in traces[d]] for d in built.domains}
+        rounds[name] = {d: pooled_rounds(matches[d], settings.k) for d in built.domains}
+        own = [domains_of[name]] if domains_of[name] in built.domains else list(built.domains)
+        own_rounds_by_k[name] = {str(k): list(pooled_rounds([m for d in own for m in matches[d]], k))
+                                 for k in range(1, MAX_REPORTED_K + 1)}
     matrix = {n: {d: round(a / p, 4) if p else 0.0 for d, (a, p, _) in row.items()} for n, row in rounds.items()}
 
     # timed in rounds, interleaved: the verdicts rest on ratios that one slow spell of the machine would skew
@@ -259,6 +268,10 @@ def _evaluate(layout: OutputLayout, built: BuildInputs, settings: EvaluationSett
         "matrix": matrix, "timing_ms": {k: round(v, 4) for k, v in timing.items()},
         "draft_step_ms": {n: round(v, 4) for n, v in draft_ms.items()},
         "drafts": verdicts, "trace_seconds": round(trace_seconds, 1),
+        "own_rounds_by_k": own_rounds_by_k,
+        "own_rounds_definition": "per draft, [accepted, proposed, rounds] of greedy rounds of each k on its own "
+                                 "domain's continuations (the general draft: all domains); the node's "
+                                 "num_speculative_tokens: 0 (auto) weighs them against this machine's timings",
     }
     layout.reports.mkdir(parents=True, exist_ok=True)
     (layout.reports / "evaluation.json").write_text(json.dumps(report, indent=1) + "\n")

@@ -164,6 +164,9 @@ class MemSpecNode(LifecycleNode):
             self.get_logger().error(f"configure failed while loading models: {type(exc).__name__}: {exc}")
             gc.collect()
             return TransitionCallbackReturn.FAILURE
+        # 0 (auto) resolved: run-time changes of one knob keep the other's configured value
+        config = dataclasses.replace(config, values={**config.values, "num_speculative_tokens": built.k,
+                                                     "check_interval": built.check_interval})
         self.config, self.runtime, self.unusable_drafts = config, built.runtime, built.unusable
         self._dtype_name = str(built.dtype).removeprefix("torch.")
         try:
@@ -209,8 +212,8 @@ class MemSpecNode(LifecycleNode):
             f"target={config.catalogue.target.name}, "
             f"drafts={self.runtime.catalogue.names}, resident={resident}, policy={config['policy']}, "
             f"ngram={'on' if config['ngram'] else 'off'}, "
-            f"budget={self.runtime.budget.describe()}, check_interval={config['check_interval']}, "
-            f"k={config['num_speculative_tokens']}, storage={config['storage_bandwidth_mbps'] or 'native'} MB/s, "
+            f"budget={self.runtime.budget.describe()}, {built.describe_speculation()}, "
+            f"storage={config['storage_bandwidth_mbps'] or 'native'} MB/s, "
             f"sessions={self._describe_sessions()}, {built.describe_dtype()} (greedy output is this dtype's "
             "target's own), "
             + (f"num_threads auto: {built.threads.describe()}" if built.threads
@@ -879,6 +882,11 @@ class MemSpecNode(LifecycleNode):
         if config is None or runtime is None:
             return SetParametersResult(successful=True)
         changes = {p.name: p.value for p in params}
+        for name in ("num_speculative_tokens", "check_interval"):
+            if changes.get(name) == 0:
+                return SetParametersResult(successful=False, reason=(
+                    f"{name} 0 (auto) is resolved at configure only (now {config[name]}); give a value "
+                    "from 1, or set 0 and configure the node again"))
         policy = None
         if "policy" in changes:
             if changes["policy"] not in POLICIES:

@@ -57,6 +57,12 @@ def test_bench_runs_on_a_built_catalogue(built: Built, tmp_path: Path) -> None:
     assert config["models"]["target"]["path"] == str((built.out / "target").resolve())
     assert f"--catalogue {built.out.resolve()}" in config["commands"]["python"]
     assert config["commands"]["make"] == f"make bench-quick CATALOGUE={built.out.resolve()}"
+    # k and the check interval as the node's configure resolves its defaults (0, auto); this build ran
+    # no evaluate, so k keeps 4 and says why (test_speculation_choice covers the modelled choice)
+    assert "--k" not in config["commands"]["python"] and config["k"] == 4
+    assert config["speculation_chosen_by"].startswith("k auto: 4 (no ") and "run memspec_build evaluate" in \
+        config["speculation_chosen_by"]
+    assert f"check_interval auto: {config['check_interval']} (" in config["speculation_chosen_by"]
     split = config["split"]
     training = set(json.loads((built.out / "reports" / "predictor.json").read_text())["train_prompt_sha1"])
     assert split["source"].startswith("predictor training report") and split["training_prompts"] == len(training)

@@ -191,7 +191,8 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     from memspec_ros.core.thread_tuning import ThreadChoice
     from memspec_ros.runtime import CostModel, StorageModel
 
-    cfg = BenchConfig.quick(sessions=2, turns=3, max_new_tokens=10, check_intervals=(2, 4), budgets=(1, None),
+    cfg = BenchConfig.quick(sessions=2, turns=3, max_new_tokens=10, k=4, check_interval=4, check_intervals=(2, 4),
+                            budgets=(1, None),
                             ratios=(1.0, 4.0), lengths=(1, 3), out=tmp_path, cache=tmp_path / "cache",
                             catalogue=ZOO / "catalogue.yaml", dtype="float32")
     testbed = load_testbed(cfg.catalogue, 1, cfg.dtype)

@@ -119,6 +119,13 @@ def test_layout_heldout_split_and_reports(built: Built) -> None:
     robot = report["drafts"]["draft-robot"]  # the margin is the smaller of its two readings
     assert robot["margin"] == min(robot["margin_over_domain_drafts"], robot["margin_over_general"])
     assert "| draft-robot | robot |" in (out / "reports" / "evaluation.md").read_text()
+    # rounds of every k on each draft's own domain, for the node's automatic k; at the report's k
+    # they are the acceptance the matrix shows
+    by_k = report["own_rounds_by_k"]["draft-robot"]
+    assert sorted(map(int, by_k)) == list(range(1, 9))
+    accepted, proposed, rounds = by_k[str(report["k"])]
+    assert round(accepted / proposed, 4) == report["matrix"]["draft-robot"]["robot"] and rounds > 0
+    assert set(report["own_rounds_by_k"]) == set(report["matrix"])
 
 
 def test_subset_drafts_predict_the_frequent_tokens_and_stay_lossless(tmp_path_factory) -> None:

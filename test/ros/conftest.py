@@ -48,14 +48,17 @@ def private_ros_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
 
 SHIPPED_CATALOGUE = '    catalogue: ""'
 SHIPPED_DTYPE = "    dtype: auto "
+SHIPPED_K = "    num_speculative_tokens: 0 "
+SHIPPED_INTERVAL = "    check_interval: 0 "
 
 
 @pytest.fixture(scope="session")
 def params_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The params file users run the node with, with four changes: the bundled 17 M zoo instead of
+    """The params file users run the node with, with these changes: the bundled 17 M zoo instead of
     the default real model (the suite's fast fixture; ``test_real_model`` serves the default),
-    ``dtype: float32`` (the zoo's tests compare with its fp32 target), ``num_threads: 1`` and
-    ``session_dir: ""``.
+    ``dtype: float32`` (the zoo's tests compare with its fp32 target), ``num_threads: 1``,
+    ``num_speculative_tokens: 4`` and ``check_interval: 4`` (the tests' expectations of rounds rest
+    on them; ``test_lifecycle`` checks auto) and ``session_dir: ""``.
 
     The default (0, auto) times speculative rounds at every thread count at each configure:
     a second or two alone, several with two test workers oversubscribing the cores, for each
@@ -66,12 +69,14 @@ def params_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from memspec_ros.bundled_models import bundled_zoo_root
 
     text = PARAMS_FILE.read_text()
-    for line in ("    num_threads: 0\n", SHIPPED_SESSION_DIR, SHIPPED_CATALOGUE, SHIPPED_DTYPE):
+    for line in ("    num_threads: 0\n", SHIPPED_SESSION_DIR, SHIPPED_CATALOGUE, SHIPPED_DTYPE, SHIPPED_K,
+                 SHIPPED_INTERVAL):
         assert line in text, f"config/memspec.yaml changed ({line.strip()!r}): update this fixture"
     path = tmp_path_factory.mktemp("params") / "memspec.yaml"
     text = text.replace("    num_threads: 0\n", "    num_threads: 1\n")
     text = text.replace(SHIPPED_CATALOGUE, f'    catalogue: "{bundled_zoo_root()}"')
     text = text.replace(SHIPPED_DTYPE, "    dtype: float32 ")
+    text = text.replace(SHIPPED_K, "    num_speculative_tokens: 4 ").replace(SHIPPED_INTERVAL, "    check_interval: 4 ")
     path.write_text(text.replace(SHIPPED_SESSION_DIR, '    session_dir: ""'))
     return path
 

@@ -286,6 +286,10 @@ def test_runtime_parameters(served, client_node) -> None:
     _done(refused)
     assert not refused.result().results[0].successful
     assert "budget_drafts" in refused.result().results[0].reason
+    auto = params.set_parameters([Parameter("num_speculative_tokens", value=0)])
+    _done(auto)
+    assert not auto.result().results[0].successful  # auto is a configure-time choice
+    assert "resolved at configure" in auto.result().results[0].reason
     call = served["gen"].generate(make_goal(DIALOGUE[0][1], 24), timeout_s=120)
     assert call.succeeded
     _done(params.set_parameters([Parameter("policy", value="memspec"), Parameter("check_interval", value=4)]))

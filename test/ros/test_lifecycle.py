@@ -34,6 +34,9 @@ def test_full_lifecycle_across_processes(client_node) -> None:
         assert re.search(r"num_threads auto: \d+ torch thread\(s\) \(median speculative round: 1 -> ", node.log()), \
             node.log()
         assert re.search(r"dtype auto: (float32|bfloat16) \(median target step", node.log()), node.log()
+        # the zoo's evaluation predates the rounds by k: k keeps 4 and says why; the interval is timed
+        assert "k auto: 4 (" in node.log() and "rerun" in node.log(), node.log()
+        assert re.search(r"check_interval auto: \d+ \(a scheduling decision [\d.]+ ms", node.log()), node.log()
         time.sleep(1.0)  # five periods of the residency timer
         assert residency == [], "an inactive node published draft_residency"
         assert lc.change_state("activate"), node.log()
@@ -60,7 +63,7 @@ def test_full_lifecycle_across_processes(client_node) -> None:
 
 def test_bad_parameter_fails_configure_and_node_stays_unconfigured(client_node, params_file) -> None:
     # Out of range: rclpy refuses it at declaration; the node must not crash.
-    with NodeProcess(params_file, overrides={"check_interval": 0}) as node:
+    with NodeProcess(params_file, overrides={"check_interval": -1}) as node:
         lc = LifecycleClient(client_node)
         assert lc.wait_for_services(60.0), node.log()
         assert not lc.change_state("configure")

@@ -56,8 +56,8 @@ def test_the_default_catalogue_is_the_default_model_set() -> None:
     assert zoo.catalogue.source == (bundled_zoo_root() / "catalogue.yaml").resolve()
 
 
-@pytest.mark.parametrize(("name", "knob"), [("num_speculative_tokens", knobs.K),
-                                             ("check_interval", knobs.CHECK_INTERVAL),
+@pytest.mark.parametrize(("name", "knob"), [("num_speculative_tokens", knobs.K_SETTING),
+                                             ("check_interval", knobs.CHECK_INTERVAL_SETTING),
                                              ("budget_drafts", knobs.BUDGET_DRAFTS),
                                              ("budget_bytes", knobs.BUDGET_BYTES),
                                              ("storage_bandwidth_mbps", knobs.STORAGE_BANDWIDTH_MBPS),

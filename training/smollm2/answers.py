@@ -82,11 +82,25 @@ def answer_all(model, tok, prompts: list[str], cache: AnswerCache, *, batch: int
         print(f"[answers] {min(i + batch, len(todo))}/{len(todo)} prompts, {rate:.0f} tokens/s", flush=True)
 
 
+def domain_counts(specs: list[str]) -> dict[str, int]:
+    """``--count DOMAIN=N`` options as a mapping; a domain the grammars lack is a clear error."""
+    out: dict[str, int] = {}
+    for spec in specs:
+        domain, sep, number = spec.partition("=")
+        if not sep or domain not in DOMAINS or not number.isdigit() or int(number) < 1:
+            raise SystemExit(f"--count {spec!r}: expected DOMAIN=N with N >= 1 and DOMAIN one of "
+                             f"{', '.join(DOMAINS)}")
+        out[domain] = int(number)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", type=Path, default=Path("models/smollm2/target"))
     parser.add_argument("--out", type=Path, default=Path(".cache/smollm2/corpora"))
     parser.add_argument("--per-domain", type=int, default=300, help="conversations per domain (default 300)")
+    parser.add_argument("--count", action="append", default=[], metavar="DOMAIN=N",
+                        help="conversations for one domain instead of --per-domain (repeatable)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
@@ -101,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     model = AutoModelForCausalLM.from_pretrained(args.target, dtype=torch.bfloat16).eval()
     args.out.mkdir(parents=True, exist_ok=True)
     cache = AnswerCache(args.out.parent / "answers.cache.jsonl")  # beside the corpora folder, not a domain in it
-    plans = {d: conversations(d, args.per_domain, args.seed) for d in DOMAINS}
+    counts = {d: args.per_domain for d in DOMAINS} | domain_counts(args.count)
+    plans = {d: conversations(d, counts[d], args.seed) for d in DOMAINS}
     system = [{"role": "system", "content": SYSTEM_PROMPT}]
 
     def render(messages: list[dict]) -> str:
