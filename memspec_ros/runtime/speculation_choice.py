@@ -188,7 +188,7 @@ def time_draft_step(proposer, context: Sequence[int], repeats: int = 9) -> float
     return statistics.median(samples)
 
 
-def _probe_draft(catalogue: Catalogue, budget: Budget):
+def probe_draft(catalogue: Catalogue, budget: Budget):
     """The largest domain draft the budget admits alone (its step is what a round pays), else any."""
     fitting = [s for s in catalogue if budget.admits([s.size_bytes])]
     domain = [s for s in fitting if s.domain not in GENERAL_DOMAINS]
@@ -205,7 +205,7 @@ def choose_speculation(engine: SpeculativeEngine, catalogue: Catalogue, budget: 
     """
     if k and check_interval:
         return SpeculationChoice(k, check_interval, k_auto=False, interval_auto=False)
-    spec = _probe_draft(catalogue, budget)
+    spec = probe_draft(catalogue, budget)
     if spec is None:
         return SpeculationChoice(k or FALLBACK_K, check_interval or FALLBACK_INTERVAL, k_auto=not k,
                                  interval_auto=not check_interval, k_reason="no draft fits the memory budget")
@@ -216,7 +216,10 @@ def choose_speculation(engine: SpeculativeEngine, catalogue: Catalogue, budget: 
     runtime = DraftRuntime(engine, catalogue, budget, make_policy(),
                            RuntimeConfig(k=k or FALLBACK_K, check_interval=1), materialize=materialize)
     try:
-        runtime.warm_up([spec.name])
+        if spec.name not in runtime.warm_up([spec.name]):  # a damaged file: serving will say so; keep defaults
+            return SpeculationChoice(k or FALLBACK_K, check_interval or FALLBACK_INTERVAL, k_auto=not k,
+                                     interval_auto=not check_interval, verify_ms=verify,
+                                     k_reason=f"draft {spec.name} did not load for timing")
         proposer = runtime.pool.acquire(spec.name)
         try:
             step = time_draft_step(proposer, context)

@@ -109,3 +109,16 @@ def test_set_values_are_kept_and_a_missing_report_keeps_the_fallback(world, tmp_
     assert no_report.k == FALLBACK_K and "run memspec_build evaluate" in no_report.describe()
     none_fits = choose_speculation(world.engine, world.catalogue, Budget.bytes(1), mat, _memspec(world), tmp_path)
     assert none_fits.k == FALLBACK_K and "no draft fits" in none_fits.describe()
+
+
+def test_aprobe_draft_that_fails_to_load_keeps_the_defaults(world, tmp_path) -> None:
+    """A damaged draft file (fault injected at the file): configure still resolves, with the reason."""
+    from memspec_ros.runtime.speculation_choice import probe_draft
+
+    cat, dirs = world.fresh_catalogue(tmp_path / "drafts")
+    largest = probe_draft(cat, Budget.drafts(1)).name
+    (dirs[largest] / "model.safetensors").write_bytes(b"\x00" * 64)
+    choice = choose_speculation(world.engine, cat, Budget.drafts(1), make_materializer(cat), _memspec(world),
+                                tmp_path)
+    assert (choice.k, choice.check_interval) == (FALLBACK_K, 4)
+    assert f"draft {largest} did not load for timing" in choice.describe()
