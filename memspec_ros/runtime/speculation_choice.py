@@ -25,7 +25,8 @@ topic, and every decision (the predictor's forecast, prefetch and eviction) cost
 decoding shares. Configure times decisions of the node's own policy through the runtime (a
 short generation that decides after every round) and takes the smallest interval of
 :data:`INTERVALS` whose decisions cost at most :data:`TICK_SHARE` of the rounds between them
-(round time from the timings above). The benchmark's simulated sweep was flat from 1 to 8, so
+(round time from the timings above). The benchmark's simulated sweep was flat from 1 to 8 (a
+turn's first round always decides, so a new topic is met at once whatever the interval), so
 the cost is what separates them.
 """
 
@@ -54,8 +55,10 @@ MAX_K = 8
 FALLBACK_K = 4
 FALLBACK_INTERVAL = 4
 INTERVALS = (1, 2, 4, 8, 16)
-TICK_SHARE = 0.02
-"""A scheduling decision may cost at most this share of the decoding time between decisions."""
+TICK_SHARE = 0.01
+"""A scheduling decision may cost at most this share of the decoding time between decisions. Low
+on purpose: configure times decisions inline, and in the node each also wakes an executor thread
+whose predictor call shares the cores with decoding, which that timing does not see."""
 NEAR_BEST = 0.02
 """Ceilings whose modelled rate is within this fraction of the best count as ties (the shorter wins)."""
 PROBE_PROMPT = "Good morning! Could you bring me a glass of water from the kitchen, please?"

@@ -50,8 +50,9 @@ def test_near_ties_go_to_the_shorter_ceiling() -> None:
 
 def test_the_interval_keeps_decisions_within_their_share_of_decoding() -> None:
     assert pick_interval(0.1, 50.0) == 1
-    assert pick_interval(1.5, 50.0) == 2
-    assert pick_interval(3.0, 50.0) == 4
+    assert pick_interval(0.8, 50.0) == 2
+    assert pick_interval(1.5, 50.0) == 4
+    assert pick_interval(3.0, 50.0) == 8
     assert pick_interval(500.0, 50.0) == INTERVALS[-1]
 
 
