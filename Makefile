@@ -96,9 +96,9 @@ zoo: setup
 # The default model set: SmolLM2-135M-Instruct (fetched by setup) answers robot users' questions in
 # five domains (its answers are the corpora), then the drafts, predictor and evaluation by memspec_build.
 SMOLLM2_CORPORA := .cache/smollm2/corpora
-# 300 conversations a domain; more for small talk and how-to, whose drafts led the general draft
-# by under 0.10 on 300 (models/smollm2/reports/build.md).
-SMOLLM2_ANSWERS := --per-domain 300 --count chat=600 --count howto=600
+# Conversations per domain (`--count DOMAIN=N` changes one domain's; models/smollm2/reports/build.md
+# records a build with 600 for chat and how-to that led the general draft by less, not more).
+SMOLLM2_ANSWERS := --per-domain 300
 SMOLLM2_DRAFTS := --draft-vocab 8192 --time-budget-s 3600 --specialists-from scratch --general-share 0.5 \
 	--draft-shape 320x2 --draft-shape general=160x2 --save-dtype bfloat16
 

@@ -7,10 +7,7 @@ hundred distinct questions per domain come from a few lines each (deterministic 
 * ``code``: programming and ROS 2 help ("write a Python function that ...", "what is a ROS topic?");
 * ``math``: arithmetic, percentages and unit conversions ("convert 5 miles to kilometers");
 * ``howto``: household how-to and safety ("how do I descale a kettle?", "is it safe to ...?");
-* ``chat``: small talk with the robot ("good morning! how are you?", "tell me a joke about cats").
-  General knowledge is left to the general draft: its answers share little text from one
-  question to the next, so a specialist could not lead there (the first build's chat domain
-  mixed both and led the general draft by only +0.041).
+* ``chat``: small talk and general knowledge ("tell me a joke", "what is the capital of Peru?").
 
 The answers are the target's own (:mod:`training.smollm2.answers`): what the node will decode.
 """
@@ -172,59 +169,33 @@ def howto(rng: random.Random) -> str:
     return rng.choice(forms)()
 
 
-GREETINGS = ["Good morning", "Good evening", "Good afternoon", "Hi", "Hello", "Hey there"]
-HOW_ARE_YOU = ["How are you today?", "How is your day going?", "Did you have a good night?",
-               "What have you been up to?", "Anything new today?", "Are you ready for today?"]
-FEELINGS = ["feel tired", "am so happy", "feel a bit sad", "am stressed", "feel lonely", "am bored",
-            "am excited", "feel great", "am nervous", "feel grumpy"]
-WHY = ["today", "after work", "this morning", "because it is raining", "because of my exams",
-       "since the weekend", "and I do not know why"]
-THANKS = ["bringing me the cup", "cleaning the kitchen", "reminding me about my pills", "your help today",
-          "watering the plants", "reading to the kids", "the coffee", "tidying up the living room",
-          "finding my keys", "waking me up on time"]
-ABOUT_YOU = ["What is your name?", "How old are you?", "Do you dream?", "Do you have feelings?",
-             "What is your favorite food?", "Do you ever get tired?", "Are you happy?", "Can you laugh?",
-             "Do you like your job?", "What do you do when I am asleep?", "Who made you?",
-             "Are you smarter than me?", "Do you get lonely?", "What makes you happy?", "Do you have friends?",
-             "What do you think about humans?", "Can you sing a song?", "What do you do for fun?",
-             "Do you like living here?", "Are you a boy or a girl?", "Do you sleep?", "Can we be friends?",
-             "What did you do today?", "Do you ever get bored?", "Are you afraid of anything?",
-             "What would you do if you were human?", "Do you like me?", "What is your dream?"]
-LIKES = ["music", "cats", "dogs", "rain", "snow", "dancing", "pizza", "football", "movies", "books", "summer",
-         "chess", "coffee", "flowers", "the ocean", "jokes", "video games", "painting", "the weekend",
-         "birthdays"]
-FAVORITES = ["color", "song", "movie", "animal", "season", "book", "game", "food", "holiday", "number",
-             "room in the house", "time of day"]
-OPINIONS = ["pizza", "winter", "cats and dogs", "video games", "coffee", "early mornings", "my new haircut",
-            "rainy days", "homework", "vacuum cleaners", "other robots", "Mondays"]
-JOKE_TOPICS = ["robots", "cats", "computers", "cooking", "the weather", "school", "dogs", "vacuum cleaners",
-               "bananas", "the kitchen", "math", "sleep", "coffee", "birthdays"]
-STORY_TOPICS = ["a brave little robot", "a cat", "the moon", "a dragon", "a lost sock", "friendship",
-                "a rainy day", "the sea", "a magic garden", "a sleepy bear"]
-WHEN = ["this weekend", "tonight", "on a rainy day", "on my day off", "after dinner", "when I can not sleep",
-        "to relax", "for my birthday"]
-PLANS = ["visit my parents", "go to the gym", "watch a movie", "go for a walk", "bake a cake", "read a book",
-         "go to bed", "have a party"]
-GOODBYES = ["Good night", "See you later", "Bye", "I am off to work"]
+COUNTRIES = ["France", "Japan", "Peru", "Canada", "Kenya", "Italy", "Australia", "Norway", "Brazil", "Egypt",
+             "India", "Mexico", "Spain", "Germany", "Chile", "Vietnam", "Portugal", "Greece", "Sweden",
+             "Argentina", "Thailand", "Morocco", "Ireland", "Poland", "Turkey", "Nigeria", "Finland", "Cuba"]
+THINGS = ["the sun", "the moon", "rain", "a rainbow", "thunder", "the ocean", "a volcano", "an eclipse",
+          "gravity", "electricity", "a computer", "the internet", "a battery", "a magnet", "photosynthesis",
+          "a fridge", "a microwave", "a bicycle", "an airplane", "a rocket", "wifi", "a camera", "the heart",
+          "a compass", "a solar panel", "GPS", "a thermometer", "a vaccine", "a lightning rod"]
 
 
 def chat(rng: random.Random) -> str:
-    """Small talk with the robot: greetings, feelings, thanks, questions about it, jokes and stories."""
+    """Small talk and general knowledge."""
     forms = [
-        lambda: f"{rng.choice(GREETINGS)}! {rng.choice(HOW_ARE_YOU)}",
-        lambda: f"I {rng.choice(FEELINGS)} {rng.choice(WHY)}.{rng.choice(['', ' What should I do?'])}",
-        lambda: f"Thank you for {rng.choice(THANKS)}{rng.choice(['!', '. You are great.', '. What would I do without you?'])}",
-        lambda: rng.choice(ABOUT_YOU),
-        lambda: f"Do you like {rng.choice(LIKES)}?",
-        lambda: f"What is your favorite {rng.choice(FAVORITES)}?",
-        lambda: f"What do you think about {rng.choice(OPINIONS)}?",
-        lambda: f"Tell me a {rng.choice(['joke', 'funny story', 'riddle', 'pun'])} about {rng.choice(JOKE_TOPICS)}.",
-        lambda: rng.choice(["Can you cheer me up?", "Say something nice to me.", "Tell me something interesting.",
-                            "Can you tell me a story?", "Give me a compliment.", "I am bored. Entertain me."]),
-        lambda: f"Tell me a short {rng.choice(['bedtime story', 'story', 'poem'])} about {rng.choice(STORY_TOPICS)}.",
-        lambda: f"What should I do {rng.choice(WHEN)}?",
-        lambda: f"I am going to {rng.choice(PLANS)} {rng.choice(['later', 'tonight', 'tomorrow', 'this weekend'])}.",
-        lambda: f"{rng.choice(GOODBYES)}, robot.{rng.choice(['', ' Take care of the house.', ' Have a nice day.', ' Sleep well.'])}",
+        lambda: f"Tell me a joke about {rng.choice(['robots', 'cats', 'computers', 'cooking', 'the weather', 'school', 'dogs'])}.",
+        lambda: rng.choice(["How are you today?", "What is your name?", "Do you like music?", "What do you do for fun?",
+                            "Are you happy?", "Do you ever get tired?", "What is your favorite color?",
+                            "Good morning! How did you sleep?", "Can you sing a song?", "Do you have friends?",
+                            "What do you think about humans?", "Thank you for your help today!",
+                            "I am bored. What should I do?", "I had a long day at work."]),
+        lambda: f"What is the capital of {rng.choice(COUNTRIES)}?",
+        lambda: f"Why is {rng.choice(['the sky blue', 'the sea salty', 'grass green', 'ice slippery', 'the sun hot'])}?",
+        lambda: f"How does {rng.choice(THINGS)} work?",
+        lambda: f"Tell me a fun fact about {rng.choice(['octopuses', 'space', 'bees', 'penguins', 'the ocean', 'dinosaurs', 'honey', 'elephants', 'the human brain'])}.",
+        lambda: f"Can you recommend a {rng.choice(['book', 'movie', 'game for kids', 'board game', 'podcast', 'hobby', 'recipe for dinner'])}?",
+        lambda: f"Write a short poem about {rng.choice(['the rain', 'a cat', 'the morning', 'friendship', 'a robot', 'autumn', 'the sea'])}.",
+        lambda: f"Who was {rng.choice(['Albert Einstein', 'Marie Curie', 'Isaac Newton', 'Ada Lovelace', 'Leonardo da Vinci', 'Alan Turing', 'Nikola Tesla'])}?",
+        lambda: f"What language do people speak in {rng.choice(COUNTRIES)}?",
+        lambda: f"What is your opinion on {rng.choice(['pizza', 'winter', 'cats and dogs', 'video games', 'coffee', 'early mornings'])}?",
     ]
     return rng.choice(forms)()
 
