@@ -12,22 +12,31 @@ cost on this machine. The two halves are measured where each can be measured wel
   verification of 2 to 9 tokens and one draft step (the largest domain draft the budget
   admits), medians of interleaved repeats.
 
-Each k's modelled rate is ``(accepted + rounds) / (proposed * step + rounds * verify(k + 1))``;
-the smallest k within :data:`NEAR_BEST` of the best wins (a shorter ceiling loses least when
-the conversation leaves the drafts' domains). Timing whole generations at each k instead, as
+For each domain draft, each k's modelled rate on its own domain is ``(accepted + rounds) /
+(proposed * step + rounds * verify(k + 1))`` and its best fixed k the smallest within
+:data:`NEAR_BEST` of its best rate. The ceiling is the *largest* of these: memspec shortens a
+round itself where the forecast acceptance is low, so the ceiling only has to let the draft that
+gains most from long rounds reach its best. (Pooling every draft's rounds into one fixed k was
+tried first: on the default model set it chose 2, and memspec ran 0.948x its speed at k 4 in a
+real A/B, 8 sessions x 6 turns, 2026-12-07; the per-draft rule chooses 4 there.) Timing whole
+generations at each k instead, as
 threads are chosen, was rejected: a probe prompt says nothing of the drafts' acceptance, and
 the benchmark's own k sweep (3 sessions x 4 turns) spread 1.20-1.31x, more than the choice is
 worth. Without the report (a catalogue not built by ``memspec_build``, or built before it
 wrote the rounds) k stays :data:`FALLBACK_K`, the fastest in that sweep, and the log says why.
 
-**check interval**, rounds between scheduling decisions: smaller reacts sooner to a change of
-topic, and every decision (the predictor's forecast, prefetch and eviction) costs CPU that the
-decoding shares. Configure times decisions of the node's own policy through the runtime (a
-short generation that decides after every round) and takes the smallest interval of
-:data:`INTERVALS` whose decisions cost at most :data:`TICK_SHARE` of the rounds between them
-(round time from the timings above). The benchmark's simulated sweep was flat from 1 to 8 (a
-turn's first round always decides, so a new topic is met at once whatever the interval), so
-the cost is what separates them.
+**check interval**, rounds between scheduling decisions: smaller reacts sooner within a turn (a
+turn's first round always decides, so a new topic is met at once whatever the interval), and
+every decision (the predictor's forecast, prefetch and eviction) costs CPU that the decoding
+shares. Configure times decisions of the node's own policy through the runtime (a short
+generation that decides after every round) and takes the smallest interval of :data:`INTERVALS`
+whose decisions cost at most :data:`TICK_SHARE` of the rounds between them (round time from the
+timings above). The candidates start at 4 because a decision's timing misses what it sets off:
+a decision may switch drafts, and the new draft first catches up on the context. Interval 1,
+whose decisions timed at 1% of decoding on the default model set, ran 0.969x interval 4 in a real
+A/B (8 sessions x 6 turns, 2026-12-07); the benchmark's simulated sweep, which prices switches,
+was flat from 1 to 8. So the measurement raises the interval where decisions are costly (a large
+predictor, a slow CPU) and never lowers it below 4.
 """
 
 from __future__ import annotations
@@ -54,7 +63,7 @@ MAX_K = 8
 """The longest ceiling considered (``memspec_build evaluate`` reports rounds up to it)."""
 FALLBACK_K = 4
 FALLBACK_INTERVAL = 4
-INTERVALS = (1, 2, 4, 8, 16)
+INTERVALS = (4, 8, 16)
 TICK_SHARE = 0.01
 """A scheduling decision may cost at most this share of the decoding time between decisions. Low
 on purpose: configure times decisions inline, and in the node each also wakes an executor thread
@@ -76,8 +85,10 @@ class SpeculationChoice:
     interval_auto: bool = True
     k_reason: str = ""
     """Why k was not modelled (empty when it was, or when the parameter set it)."""
+    k_by_draft: dict[str, int] = field(default_factory=dict)
+    """Each domain draft's best fixed k on its own domain; the ceiling is the largest."""
     k_rates: dict[int, float] = field(default_factory=dict)
-    """Modelled tokens/s by ceiling."""
+    """Modelled tokens/s by k of the draft that set the ceiling."""
     verify_ms: dict[int, float] = field(default_factory=dict)
     draft_step_ms: float | None = None
     probe_draft: str | None = None
@@ -95,7 +106,10 @@ class SpeculationChoice:
         if not self.k_rates:
             return f"{self.k} ({self.k_reason})"
         rates = ", ".join(f"{k}: {r:.1f}" for k, r in self.k_rates.items())
-        return (f"{self.k} (modelled tok/s by k {rates}; {self.probe_draft} step {self.draft_step_ms:.2f} ms, "
+        best = ", ".join(f"{n} {k}" for n, k in self.k_by_draft.items())
+        leader = max(self.k_by_draft, key=self.k_by_draft.__getitem__)
+        return (f"{self.k} (the longest of the domain drafts' best fixed k: {best}; {leader}'s modelled tok/s by k "
+                f"{rates}; {self.probe_draft} step {self.draft_step_ms:.2f} ms, "
                 f"verification {self.verify_ms.get(2, 0):.1f}-{self.verify_ms.get(MAX_K + 1, 0):.1f} ms "
                 "for 2-9 tokens; acceptance from the build's evaluation)")
 
@@ -106,8 +120,12 @@ class SpeculationChoice:
                 f"{self.round_ms:.1f} ms: decisions within {TICK_SHARE:.0%} of decoding)")
 
 
-def read_rounds_by_k(root: Path, draft_names: Sequence[str]) -> tuple[dict[int, tuple[int, int, int]] | None, str]:
-    """``(accepted, proposed, rounds)`` by k pooled over the domain drafts' own domains, or None and why.
+Rounds = dict[int, tuple[int, int, int]]
+"""``(accepted, proposed, rounds)`` of greedy rounds by k."""
+
+
+def read_rounds_by_k(root: Path, draft_names: Sequence[str]) -> tuple[dict[str, Rounds] | None, str]:
+    """Each domain draft's rounds by k on its own domain (from the build's evaluation), or None and why.
 
     The general draft counts only when the catalogue has no domain draft: the ceiling matters
     when the right specialist is resident, which is what the working-set manager is for.
@@ -128,20 +146,20 @@ def read_rounds_by_k(root: Path, draft_names: Sequence[str]) -> tuple[dict[int, 
     chosen = specialists or served
     if not chosen:
         return None, f"{path} evaluates none of the catalogue's drafts {list(draft_names)}: rerun evaluate"
-    pooled: dict[int, tuple[int, int, int]] = {}
+    out: dict[str, Rounds] = {}
     try:
-        for k in range(1, MAX_K + 1):
-            rows = [rounds[n][str(k)] for n in chosen]
-            pooled[k] = tuple(int(sum(r[i] for r in rows)) for i in range(3))  # type: ignore[assignment]
+        for name in chosen:
+            by_k = {k: rounds[name][str(k)] for k in range(1, MAX_K + 1)}
+            out[name] = {k: (int(r[0]), int(r[1]), int(r[2])) for k, r in by_k.items()}
     except (KeyError, TypeError, IndexError, ValueError):
         return None, f"{path}: malformed own_rounds_by_k: rerun memspec_build evaluate"
-    if not any(p for _, p, _ in pooled.values()):
+    out = {n: r for n, r in out.items() if any(p for _, p, _ in r.values())}
+    if not out:
         return None, f"{path} records no proposals: rerun memspec_build evaluate"
-    return pooled, ""
+    return out, ""
 
 
-def modelled_rates(rounds: dict[int, tuple[int, int, int]], verify_ms: dict[int, float],
-                   step_ms: float) -> dict[int, float]:
+def modelled_rates(rounds: Rounds, verify_ms: dict[int, float], step_ms: float) -> dict[int, float]:
     """Tokens/s at each ceiling: the build's rounds at that k, priced at this machine's times."""
     rates = {}
     for k, (accepted, proposed, n_rounds) in sorted(rounds.items()):
@@ -154,6 +172,18 @@ def pick_k(rates: dict[int, float]) -> int:
     """The smallest ceiling within :data:`NEAR_BEST` of the best modelled rate."""
     best = max(rates.values())
     return min(k for k, r in rates.items() if r >= best * (1.0 - NEAR_BEST))
+
+
+def pick_ceiling(rounds: dict[str, Rounds], verify_ms: dict[int, float], step_ms: float
+                 ) -> tuple[int, dict[str, int], dict[int, float]]:
+    """The ceiling (the largest of the drafts' best fixed k), each draft's best, and the rates of
+    the draft that set it."""
+    rates = {n: modelled_rates(r, verify_ms, step_ms) for n, r in rounds.items()}
+    best = {n: pick_k(r) for n, r in rates.items() if r}
+    if not best:
+        return FALLBACK_K, {}, {}
+    leader = max(best, key=best.__getitem__)
+    return best[leader], best, rates[leader]
 
 
 def pick_interval(tick_ms: float, round_ms: float) -> int:
@@ -228,8 +258,11 @@ def choose_speculation(engine: SpeculativeEngine, catalogue: Catalogue, budget: 
             step = time_draft_step(proposer, context)
         finally:
             runtime.pool.release(spec.name)
-        rates = modelled_rates(rounds, verify, step) if rounds else {}
-        chosen_k = k or (pick_k(rates) if rates else FALLBACK_K)
+        by_draft: dict[str, int] = {}
+        rates: dict[int, float] = {}
+        chosen_k = k or FALLBACK_K
+        if rounds:
+            chosen_k, by_draft, rates = pick_ceiling(rounds, verify, step)
         tick_ms = round_ms = None
         chosen_interval = check_interval
         if not check_interval:
@@ -245,6 +278,6 @@ def choose_speculation(engine: SpeculativeEngine, catalogue: Catalogue, budget: 
     finally:
         runtime.close()
     return SpeculationChoice(chosen_k, chosen_interval, k_auto=not k, interval_auto=not check_interval,
-                             k_reason=reason, k_rates=rates,
+                             k_reason=reason, k_by_draft=by_draft, k_rates=rates,
                              verify_ms=verify, draft_step_ms=step, probe_draft=spec.name, tick_ms=tick_ms,
                              round_ms=round_ms)

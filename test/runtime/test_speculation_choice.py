@@ -14,6 +14,7 @@ from memspec_ros.runtime.speculation_choice import (
     MAX_K,
     choose_speculation,
     modelled_rates,
+    pick_ceiling,
     pick_interval,
     pick_k,
     read_rounds_by_k,
@@ -43,14 +44,23 @@ def test_long_acceptance_runs_and_flat_verification_choose_a_long_ceiling() -> N
     assert pick_k(costly) < 6  # a verification that grows with its length limits the ceiling
 
 
+def test_the_ceiling_lets_the_draft_that_gains_most_from_long_rounds_reach_its_best() -> None:
+    """memspec shortens rounds itself where acceptance is low: the ceiling is the largest best k."""
+    verify = {n: 40.0 + 0.5 * n for n in range(1, MAX_K + 2)}
+    rounds = {"weak": {k: tuple(v) for k, v in _runs(1, 100).items()},
+              "strong": {k: tuple(v) for k, v in _runs(6, 100).items()}}
+    k, by_draft, rates = pick_ceiling(rounds, verify, 2.0)
+    assert by_draft == {"weak": 1, "strong": 6} and k == 6
+    assert rates == modelled_rates(rounds["strong"], verify, 2.0)
+
+
 def test_near_ties_go_to_the_shorter_ceiling() -> None:
     assert pick_k({2: 100.0, 3: 101.0, 4: 101.5}) == 2
     assert pick_k({2: 90.0, 3: 101.0, 4: 101.5}) == 3
 
 
 def test_the_interval_keeps_decisions_within_their_share_of_decoding() -> None:
-    assert pick_interval(0.1, 50.0) == 1
-    assert pick_interval(0.8, 50.0) == 2
+    assert pick_interval(0.1, 50.0) == 4  # never below 4: a decision's switches cost more than its timing
     assert pick_interval(1.5, 50.0) == 4
     assert pick_interval(3.0, 50.0) == 8
     assert pick_interval(500.0, 50.0) == INTERVALS[-1]
@@ -60,9 +70,10 @@ def test_the_rounds_come_from_the_domain_drafts_of_the_catalogue(tmp_path) -> No
     _write_report(tmp_path, {"a": _runs(2, 10), "b": _runs(4, 30), "gen": _runs(1, 50), "gone": _runs(8, 99)},
                   {"a": "code", "b": "chat", "gen": "general", "gone": "poetry"})
     rounds, why = read_rounds_by_k(tmp_path, ["a", "b", "gen"])
-    assert why == "" and rounds[4] == (2 * 10 + 4 * 30, 4 * 40, 40)  # a and b; not the general draft
+    assert why == "" and sorted(rounds) == ["a", "b"]  # not the general draft, nor one not served
+    assert rounds["b"][4] == (4 * 30, 4 * 30, 30) and rounds["a"][1] == (10, 10, 10)
     only_general, _ = read_rounds_by_k(tmp_path, ["gen"])
-    assert only_general[4] == (50, 200, 50)
+    assert only_general["gen"][4] == (50, 200, 50)
 
 
 @pytest.mark.parametrize(("content", "match"), [
@@ -94,9 +105,10 @@ def test_configure_prices_the_build_rounds_at_measured_times(world, tmp_path) ->
                                 _memspec(world), tmp_path)
     assert choice.k_auto and choice.interval_auto and choice.k_reason == ""
     assert sorted(choice.k_rates) == list(range(1, MAX_K + 1)) and choice.k == pick_k(choice.k_rates)
+    assert choice.k == max(choice.k_by_draft.values()) and set(choice.k_by_draft) == set(names)
     assert choice.draft_step_ms > 0 and all(v > 0 for v in choice.verify_ms.values())
     assert choice.tick_ms > 0 and choice.check_interval == pick_interval(choice.tick_ms, choice.round_ms)
-    assert f"k auto: {choice.k} (modelled tok/s by k 1:" in choice.describe()
+    assert f"k auto: {choice.k} (the longest of the domain drafts' best fixed k: " in choice.describe()
 
 
 def test_set_values_are_kept_and_a_missing_report_keeps_the_fallback(world, tmp_path) -> None:
