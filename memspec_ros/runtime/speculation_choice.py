@@ -244,8 +244,13 @@ def choose_speculation(engine: SpeculativeEngine, catalogue: Catalogue, budget: 
                                  interval_auto=not check_interval, k_reason="no draft fits the memory budget")
     rounds, reason = read_rounds_by_k(root, catalogue.names) if not k else (None, "")
     vocab = int(engine.target.config.get_text_config().vocab_size)
-    context = torch.randint(0, vocab, (160,), generator=torch.Generator().manual_seed(0)).tolist()
-    verify = time_verification(engine.target, context[:128], range(1, MAX_K + 2))
+    length = min(160, engine.max_context - MAX_K - 2)  # within the target's positions, however few
+    if length < 48:
+        return SpeculationChoice(k or FALLBACK_K, check_interval or FALLBACK_INTERVAL, k_auto=not k,
+                                 interval_auto=not check_interval,
+                                 k_reason=f"a context of {engine.max_context} tokens is too short to time rounds")
+    context = torch.randint(0, vocab, (length,), generator=torch.Generator().manual_seed(0)).tolist()
+    verify = time_verification(engine.target, context[: length - 32], range(1, MAX_K + 2))
     runtime = DraftRuntime(engine, catalogue, budget, make_policy(),
                            RuntimeConfig(k=k or FALLBACK_K, check_interval=1), materialize=materialize)
     try:

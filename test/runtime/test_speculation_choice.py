@@ -135,3 +135,12 @@ def test_aprobe_draft_that_fails_to_load_keeps_the_defaults(world, tmp_path) -> 
                                 tmp_path)
     assert (choice.k, choice.check_interval) == (FALLBACK_K, 4)
     assert f"draft {largest} did not load for timing" in choice.describe()
+
+
+def test_a_context_window_too_short_to_time_keeps_the_defaults(world, tmp_path) -> None:
+    from memspec_ros.core.engine import SpeculativeEngine
+
+    short = SpeculativeEngine(world.engine.target, world.engine.tokenizer, max_context=40)
+    choice = choose_speculation(short, world.catalogue, Budget.drafts(1), make_materializer(world.catalogue),
+                                _memspec(world), tmp_path)
+    assert (choice.k, choice.check_interval) == (FALLBACK_K, 4) and "too short to time" in choice.describe()
