@@ -1,0 +1,24 @@
+"""``training.smollm2.answers --count DOMAIN=N``: per-domain corpus sizes, and a clear error for a bad one."""
+
+from __future__ import annotations
+
+import pytest
+
+from training.smollm2.answers import conversations, domain_counts
+
+
+def test_counts_name_known_domains() -> None:
+    assert domain_counts(["chat=600", "howto=450"]) == {"chat": 600, "howto": 450}
+    assert domain_counts([]) == {}
+
+
+@pytest.mark.parametrize("spec", ["poetry=10", "chat", "chat=0", "chat=many"])
+def test_a_bad_count_names_the_domains(spec) -> None:
+    with pytest.raises(SystemExit, match=r"expected DOMAIN=N .*commands"):
+        domain_counts([spec])
+
+
+def test_a_larger_count_keeps_the_smaller_plans_first_questions() -> None:
+    """The answers of a 300-conversation build stay cached for a larger one: its first questions are the same."""
+    small, large = conversations("math", 50, 0), conversations("math", 80, 0)
+    assert [c[0] for c in large[:50]] == [c[0] for c in small]
