@@ -165,8 +165,8 @@ class MemSpecNode(LifecycleNode):
             gc.collect()
             return TransitionCallbackReturn.FAILURE
         # 0 (auto) resolved: run-time changes of one knob keep the other's configured value
-        config = dataclasses.replace(config, values={**config.values, "num_speculative_tokens": built.k,
-                                                     "check_interval": built.check_interval})
+        config = dataclasses.replace(config, values={**config.values, "num_speculative_tokens": built.speculation.k,
+                                                     "check_interval": built.speculation.check_interval})
         self.config, self.runtime, self.unusable_drafts = config, built.runtime, built.unusable
         self._dtype_name = str(built.dtype).removeprefix("torch.")
         try:
@@ -212,7 +212,7 @@ class MemSpecNode(LifecycleNode):
             f"target={config.catalogue.target.name}, "
             f"drafts={self.runtime.catalogue.names}, resident={resident}, policy={config['policy']}, "
             f"ngram={'on' if config['ngram'] else 'off'}, "
-            f"budget={self.runtime.budget.describe()}, {built.describe_speculation()}, "
+            f"budget={self.runtime.budget.describe()}, {built.speculation.describe()}, "
             f"storage={config['storage_bandwidth_mbps'] or 'native'} MB/s, "
             f"sessions={self._describe_sessions()}, {built.describe_dtype()} (greedy output is this dtype's "
             "target's own), "

@@ -50,24 +50,9 @@ class BuiltRuntime:
     """The dtype every model runs in: what the output is lossless relative to."""
     dtype_choice: DtypeChoice | None = None
     """How ``dtype: auto`` was resolved; None when the parameter named one."""
-    speculation: SpeculationChoice | None = None
-    """How ``num_speculative_tokens: 0`` and ``check_interval: 0`` (auto) were resolved; None when
-    both parameters set a value."""
-
-    @property
-    def k(self) -> int:
-        """The ceiling the runtime runs with (the parameter's, or the one auto chose)."""
-        return self.runtime.config.k
-
-    @property
-    def check_interval(self) -> int:
-        return self.runtime.config.check_interval
-
-    def describe_speculation(self) -> str:
-        """For the configure log line: k and the check interval, and how auto chose them."""
-        if self.speculation is None:
-            return f"k={self.k}, check_interval={self.check_interval}"
-        return self.speculation.describe()
+    speculation: SpeculationChoice = field(default_factory=lambda: SpeculationChoice(
+        FALLBACK_K, FALLBACK_INTERVAL, k_auto=False, interval_auto=False))
+    """k and the check interval the runtime runs with, and how ``0`` (auto) chose them."""
 
     def describe_dtype(self) -> str:
         """For the configure log line."""
@@ -89,12 +74,12 @@ def build_policy(config: NodeConfig, draft_names: list[str]) -> Policy:
         raise ConfigError(f"parameter 'policy' = '{config['policy']}': {exc}") from exc
 
 
-def runtime_config(config: NodeConfig, speculation: SpeculationChoice | None = None) -> RuntimeConfig:
-    """RuntimeConfig from parameters (auto values as ``speculation`` resolved them); scheduling is
-    external: the node's callbacks tick."""
+def runtime_config(config: NodeConfig, speculation: SpeculationChoice) -> RuntimeConfig:
+    """RuntimeConfig from parameters (k and the check interval as ``speculation`` resolved them);
+    scheduling is external: the node's callbacks tick."""
     return RuntimeConfig(
-        k=speculation.k if speculation else config["num_speculative_tokens"] or FALLBACK_K,
-        check_interval=speculation.check_interval if speculation else config["check_interval"] or FALLBACK_INTERVAL,
+        k=speculation.k,
+        check_interval=speculation.check_interval,
         storage=StorageModel.mb_per_s(config["storage_bandwidth_mbps"] or None),
         load_timeout_s=config["load_timeout_s"],
         scheduling="external",
@@ -174,12 +159,11 @@ def build_runtime(config: NodeConfig, log: logging.Logger | None = None) -> Buil
         t0 = time.monotonic()
         threads = choose_threads(engine, catalogue, budget, materialize, config["num_speculative_tokens"] or FALLBACK_K)
         log.info("configure: threads auto timed in %.1f s", time.monotonic() - t0)
-    speculation = None
-    if not config["num_speculative_tokens"] or not config["check_interval"]:
-        t0 = time.monotonic()  # after dtype and threads: it times what the node will run
-        speculation = choose_speculation(engine, catalogue, budget, materialize,
-                                         lambda: build_policy(config, catalogue.names), models.root,
-                                         k=config["num_speculative_tokens"], check_interval=config["check_interval"])
+    t0 = time.monotonic()  # after dtype and threads: it times what the node will run (set values: no timing)
+    speculation = choose_speculation(engine, catalogue, budget, materialize,
+                                     lambda: build_policy(config, catalogue.names), models.root,
+                                     k=config["num_speculative_tokens"], check_interval=config["check_interval"])
+    if speculation.k_auto or speculation.interval_auto:
         log.info("configure: speculation auto timed in %.1f s", time.monotonic() - t0)
     runtime = DraftRuntime(engine, catalogue, budget, policy, runtime_config(config, speculation),
                            materialize=materialize)
