@@ -263,6 +263,7 @@ def _evaluate(layout: OutputLayout, built: BuildInputs, settings: EvaluationSett
     report: dict[str, object] = {
         "k": settings.k, "max_new_tokens": settings.max_new_tokens, "domains": list(built.domains),
         "prompts_per_domain": {d: len(traces[d]) for d in built.domains},
+        "prompts": _shown_path(prompts_file, layout.root),
         "definition": "greedy rounds of k simulated exactly from match vectors: acceptance = accepted / proposed "
                       "draft tokens, pooled over the target's greedy continuations of held-out prompts",
         "matrix": matrix, "timing_ms": {k: round(v, 4) for k, v in timing.items()},
@@ -346,11 +347,20 @@ def _a_free_draft_would_pay(report: dict, acceptance: float) -> bool:
     return estimated_speedup(k * acceptance, k, 1, 0.0, timing["target_verify_ms"], timing["target_step_ms"]) > 1.0
 
 
+def _shown_path(path: Path, root: Path) -> str:
+    """``path`` relative to the output folder when inside it (a report stays valid when the folder moves)."""
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
 def render_markdown(report: dict) -> str:
     """The evaluation report for people (the JSON beside it has the same numbers)."""
     domains = report["domains"]
     lines = ["# Draft evaluation (`memspec_build evaluate`)", "",
-             f"Acceptance (k={report['k']}, greedy, held-out prompts: "
+             f"Acceptance (k={report['k']}, greedy, held-out prompts"
+             + (f" from `{report['prompts']}`" if report.get("prompts") else "") + ": "
              + ", ".join(f"{d} {n}" for d, n in report["prompts_per_domain"].items()) + "). "
              + report["definition"] + ".", "",
              "| draft \\ domain | " + " | ".join(domains) + " |", "|---|" + "---|" * len(domains)]

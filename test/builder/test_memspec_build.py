@@ -119,6 +119,9 @@ def test_layout_heldout_split_and_reports(built: Built) -> None:
     robot = report["drafts"]["draft-robot"]  # the margin is the smaller of its two readings
     assert robot["margin"] == min(robot["margin_over_domain_drafts"], robot["margin_over_general"])
     assert "| draft-robot | robot |" in (out / "reports" / "evaluation.md").read_text()
+    # which prompts it scored on, relative to the folder (memspec_build's own held-out split here)
+    assert report["prompts"] == "heldout/prompts.jsonl"
+    assert "held-out prompts from `heldout/prompts.jsonl`" in (out / "reports" / "evaluation.md").read_text()
     # rounds of every k on each draft's own domain, for the node's automatic k; at the report's k
     # they are the acceptance the matrix shows
     by_k = report["own_rounds_by_k"]["draft-robot"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from training.smollm2.answers import conversations, domain_counts
+from training.smollm2.answers import conversations, domain_counts, main, stale_corpora
 
 
 def test_counts_name_known_domains() -> None:
@@ -22,3 +22,15 @@ def test_a_larger_count_keeps_the_smaller_plans_first_questions() -> None:
     """The answers of a 300-conversation build stay cached for a larger one: its first questions are the same."""
     small, large = conversations("math", 50, 0), conversations("math", 80, 0)
     assert [c[0] for c in large[:50]] == [c[0] for c in small]
+
+
+def test_corpora_of_other_domains_in_the_output_folder_are_refused(tmp_path) -> None:
+    """``memspec_build --corpora`` reads every file of the folder: a domain left from another grammar (the
+    kitchen domain of a trial build) would be built as a draft too, so it is named, not mixed in."""
+    (tmp_path / "kitchen.jsonl").write_text("{}\n")
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "math.jsonl").write_text("{}\n")
+    assert stale_corpora(tmp_path) == ["kitchen.jsonl", "notes.txt"]
+    assert stale_corpora(tmp_path / "missing") == []
+    with pytest.raises(SystemExit, match=r"kitchen\.jsonl, notes\.txt, which are not .*another --out"):
+        main(["--out", str(tmp_path), "--target", str(tmp_path / "no-target")])

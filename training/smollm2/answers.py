@@ -94,6 +94,18 @@ def domain_counts(specs: list[str]) -> dict[str, int]:
     return out
 
 
+def stale_corpora(out: Path) -> list[str]:
+    """Entries of ``out`` that are not this grammar's corpora (none for a missing folder).
+
+    ``memspec_build drafts --corpora`` takes every ``.txt``/``.jsonl`` file and folder of the folder as a
+    domain, so a corpus left there by an earlier grammar (or anything else) would be built into a draft.
+    """
+    if not out.is_dir():
+        return []
+    ours = {f"{d}.jsonl" for d in DOMAINS}
+    return sorted(p.name for p in out.iterdir() if p.name not in ours)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", type=Path, default=Path("models/smollm2/target"))
@@ -106,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
+    others = stale_corpora(args.out)
+    if others:
+        raise SystemExit(f"{args.out} holds {', '.join(others)}, which are not corpora of the domains "
+                         f"{', '.join(DOMAINS)}: memspec_build would build them as domains too. Move them "
+                         "away, or choose another --out")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if args.threads:
