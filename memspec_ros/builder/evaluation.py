@@ -349,10 +349,8 @@ def _a_free_draft_would_pay(report: dict, acceptance: float) -> bool:
 
 def _shown_path(path: Path, root: Path) -> str:
     """``path`` relative to the output folder when inside it (a report stays valid when the folder moves)."""
-    try:
-        return str(path.resolve().relative_to(root.resolve()))
-    except ValueError:
-        return str(path)
+    path, root = path.resolve(), root.resolve()
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
 def render_markdown(report: dict) -> str:

@@ -238,26 +238,27 @@ def choose_speculation(engine: SpeculativeEngine, catalogue: Catalogue, budget: 
     """
     if k and check_interval:
         return SpeculationChoice(k, check_interval, k_auto=False, interval_auto=False)
+
+    def defaults(reason: str, **measured) -> SpeculationChoice:
+        """The set values, the fallbacks for auto ones, and why nothing was chosen."""
+        return SpeculationChoice(k or FALLBACK_K, check_interval or FALLBACK_INTERVAL, k_auto=not k,
+                                 interval_auto=not check_interval, k_reason=reason, **measured)
+
     spec = probe_draft(catalogue, budget)
     if spec is None:
-        return SpeculationChoice(k or FALLBACK_K, check_interval or FALLBACK_INTERVAL, k_auto=not k,
-                                 interval_auto=not check_interval, k_reason="no draft fits the memory budget")
+        return defaults("no draft fits the memory budget")
     rounds, reason = read_rounds_by_k(root, catalogue.names) if not k else (None, "")
     vocab = int(engine.target.config.get_text_config().vocab_size)
     length = min(160, engine.max_context - MAX_K - 2)  # within the target's positions, however few
     if length < 48:
-        return SpeculationChoice(k or FALLBACK_K, check_interval or FALLBACK_INTERVAL, k_auto=not k,
-                                 interval_auto=not check_interval,
-                                 k_reason=f"a context of {engine.max_context} tokens is too short to time rounds")
+        return defaults(f"a context of {engine.max_context} tokens is too short to time rounds")
     context = torch.randint(0, vocab, (length,), generator=torch.Generator().manual_seed(0)).tolist()
     verify = time_verification(engine.target, context[: length - 32], range(1, MAX_K + 2))
     runtime = DraftRuntime(engine, catalogue, budget, make_policy(),
                            RuntimeConfig(k=k or FALLBACK_K, check_interval=1), materialize=materialize)
     try:
         if spec.name not in runtime.warm_up([spec.name]):  # a damaged file: serving will say so; keep defaults
-            return SpeculationChoice(k or FALLBACK_K, check_interval or FALLBACK_INTERVAL, k_auto=not k,
-                                     interval_auto=not check_interval, verify_ms=verify,
-                                     k_reason=f"draft {spec.name} did not load for timing")
+            return defaults(f"draft {spec.name} did not load for timing", verify_ms=verify)
         proposer = runtime.pool.acquire(spec.name)
         try:
             step = time_draft_step(proposer, context)
