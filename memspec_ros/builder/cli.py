@@ -71,19 +71,22 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a folder whose <domain>.txt, <domain>.jsonl and <domain>/ entries are the corpora")
     drafts.add_argument("--text-field", default="text", help="the text field of .jsonl corpora (default text)")
     _common(drafts, 1800.0, "training seconds for all drafts together (default 1800): the general draft gets two "
-                            "shares, each domain draft one (equal shares with --specialists-from scratch); each "
+                            "shares, each domain draft one (equal shares with --specialists-from scratch; with "
+                            "base, the base draft two and the general draft one); each "
                             "phase stops at its share and saves")
     drafts.add_argument("--draft-shape", action="append", default=[], metavar="[DOMAIN=]HIDDENxLAYERS",
                         help="use this draft size (e.g. 192x2) instead of choosing one; still measured. "
                              "DOMAIN=HIDDENxLAYERS (repeatable, 'general' included) sizes one domain's draft "
                              "apart, with --specialists-from scratch")
-    drafts.add_argument("--specialists-from", choices=("general", "scratch"), default="general",
+    drafts.add_argument("--specialists-from", choices=("general", "scratch", "base"), default="general",
                         help="where each domain draft starts: the general draft, trained first (default; the "
-                             "domain draft then spends its whole share on its domain), or random weights (the "
-                             "earlier recipe, every draft trained alike)")
+                             "domain draft then spends its whole share on its domain), random weights (the "
+                             "earlier recipe, every draft trained alike), or a base draft of all domains at the "
+                             "specialists' size, given two shares and not shipped (the general draft is then a "
+                             "fallback trained from scratch, sized with --draft-shape general=HxL)")
     drafts.add_argument("--general-share", type=_positive(float), default=None, metavar="UNITS",
                         help="the general draft's training time in domain-draft shares (default 2, or 1 with "
-                             "--specialists-from scratch)")
+                             "--specialists-from scratch or base)")
     drafts.add_argument("--seq-len", type=_positive(int), default=128, help="training window in tokens")
     drafts.add_argument("--batch", type=_positive(int), default=16, help="windows per training step")
     drafts.add_argument("--distill-batch", type=_positive(int), default=8,

@@ -28,6 +28,14 @@ for the same time, it raised own-domain acceptance on four of five domains (code
 legal 0.30 -> 0.40, prose 0.28 -> 0.33; docs/build.md). ``specialists_from="scratch"`` keeps the
 earlier recipe (every draft from scratch, equal budgets) for comparison.
 
+``specialists_from="base"`` separates the two roles the general draft plays in the default: a
+*base* draft at the specialists' shape learns all domains (three phases, ``BASE_UNITS`` shares) and
+every domain draft grows from it, but the base is not shipped; the shipped general draft is a
+fallback trained from scratch at its own shape and share, as with ``scratch``. Why: with a small
+fallback, specialists from scratch spend their pretraining relearning what every domain shares
+(the chat template, the target's register) from one domain's text only; grown from a base they
+start with it and spend their whole share on their domain.
+
 Every draft uses the target's tokenizer files (copied verbatim) and the target's logit width
 as its ``vocab_size``, so it passes the node's draft checks by construction; its architecture
 is a small Llama whatever the target's (:mod:`.draft_architecture`), sized by measurement
@@ -95,8 +103,13 @@ SPECIALIST_PHASES: tuple[tuple[str, float], ...] = (("distill-corpus", 0.55), ("
 GENERAL_UNITS = 2.0
 """Budget units of the general draft when the specialists start from it (a domain draft gets one):
 it is every draft's foundation and learns all domains at once."""
-SPECIALISTS_FROM: tuple[str, ...] = ("general", "scratch")
-"""Where a domain draft starts: the trained general draft (default), or random weights."""
+SPECIALISTS_FROM: tuple[str, ...] = ("general", "scratch", "base")
+"""Where a domain draft starts: the trained general draft (default), random weights, or a base draft
+trained on all domains at the specialists' shape that is not shipped."""
+BASE_UNITS = 2.0
+"""Budget units of the base draft (``specialists_from="base"``): the general draft's in the default."""
+BASE = "_base"
+"""The base draft's name in ``work/checkpoints`` (a domain name cannot start with ``_``)."""
 CONTINUATION_GENERATION_SHARE = 0.4
 """At most this share of the continuation phase goes to generating the target's continuations."""
 
@@ -134,10 +147,12 @@ class DraftSettings:
     domain_shapes: tuple[tuple[str, str], ...] = ()
     """``(domain, HIDDENxLAYERS)`` pairs: drafts of these domains (``general`` included) get their own
     size instead of ``shape`` or the chosen one (a hard domain may deserve a larger draft); each is
-    measured against the target too. Only with ``specialists_from="scratch"``: a domain draft
-    that starts from the general draft has its shape."""
+    measured against the target too. Only with ``specialists_from="scratch"`` (and for ``general``
+    alone with ``"base"``): a domain draft that starts from another draft has its shape."""
     specialists_from: str = "general"
-    """``general``: domain drafts start from the trained general draft; ``scratch``: from random weights."""
+    """``general``: domain drafts start from the trained general draft; ``scratch``: from random weights;
+    ``base``: from a base draft of all domains that is not shipped (the general draft is then a
+    fallback trained from scratch)."""
     general_units: float = 0.0
     """Budget units of the general draft (a domain draft gets one); 0: ``GENERAL_UNITS`` when the
     specialists start from it, else one."""
@@ -177,8 +192,17 @@ class DraftSettings:
 
     def draft_seconds(self, domains: int) -> tuple[float, float]:
         """Training seconds of one domain draft and of the general draft."""
-        unit = self.time_budget_s / (domains + self.effective_general_units)
+        unit = self.time_budget_s / (domains + self.effective_general_units + self.base_units)
         return unit, unit * self.effective_general_units
+
+    def base_seconds(self, domains: int) -> float:
+        """Training seconds of the base draft (0 unless ``specialists_from="base"``)."""
+        return self.draft_seconds(domains)[0] * self.base_units
+
+    @property
+    def base_units(self) -> float:
+        """Budget units of the base draft: ``BASE_UNITS`` when the specialists grow from one, else 0."""
+        return BASE_UNITS if self.specialists_from == "base" else 0.0
 
     @property
     def effective_general_units(self) -> float:
@@ -235,7 +259,8 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
         fixed = parse_shape(settings.shape)
     # before anything is written: room for the smallest drafts; after sizing, for the chosen ones
     vocab = settings.draft_vocab_size(target)
-    _require_space(layout, target, corpora, fixed or CANDIDATES[-1], len(all_drafts), vocab)
+    trained_drafts = len(all_drafts) + (settings.specialists_from == "base")  # the base draft's checkpoints
+    _require_space(layout, target, corpora, fixed or CANDIDATES[-1], trained_drafts, vocab)
     sizing = _sizing_step(ledger, layout, teacher, target, settings, fixed)
     shape = sizing.shape
     unused = set(overrides) >= set(all_drafts)
@@ -255,7 +280,7 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     if any(shapes[d] != shape for d in all_drafts):
         _shape_overrides_step(ledger, layout, teacher, target, settings, sizing, shapes)
     _require_space(layout, target, corpora, max(shapes.values(), key=lambda s: s.parameters(vocab)),
-                   len(all_drafts), vocab)
+                   trained_drafts, vocab)
     split_keys = {c.domain: _split_step(ledger, layout, c) for c in corpora}
     _write_manifest(layout, corpora)
     renderers = target_chat_renderers(target.path)
@@ -281,16 +306,19 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
                                          _stop_and_special_ids(tok, target))
 
     per_domain, per_general = settings.draft_seconds(len(domains))
-    from_general = settings.specialists_from == "general"
-    specialist_phases = SPECIALIST_PHASES if from_general else PHASES
+    from_general, from_base = settings.specialists_from == "general", settings.specialists_from == "base"
+    specialist_phases = SPECIALIST_PHASES if from_general or from_base else PHASES
 
     def plan(seconds: float, phases: tuple[tuple[str, float], ...]) -> str:
         return ", ".join(f"{name} {seconds * share:.0f} s" for name, share in phases)
 
+    per_base = settings.base_seconds(len(domains))
+    base_plan = (f"a base draft of all domains (not shipped) {per_base:.0f} s ({plan(per_base, PHASES)}), "
+                 if from_base else "")
+    origin = {"general": "from the general draft: ", "scratch": "from scratch: ", "base": "from the base draft: "}
     print(f"[drafts] budget {settings.time_budget_s:.0f} s: {GENERAL} {per_general:.0f} s "
-          f"({plan(per_general, PHASES)}), then {len(domains)} domain drafts x {per_domain:.0f} s "
-          f"({'from the general draft: ' if from_general else 'from scratch: '}"
-          f"{plan(per_domain, specialist_phases)})", flush=True)
+          f"({plan(per_general, PHASES)}), then {base_plan}{len(domains)} domain drafts x {per_domain:.0f} s "
+          f"({origin[settings.specialists_from]}{plan(per_domain, specialist_phases)})", flush=True)
     trained: list[str] = []
     # the general draft first: with specialists_from=general every domain draft starts from it
     index_of = {d: i for i, d in enumerate(all_drafts)}  # seeds as before the order changed
@@ -302,6 +330,13 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
         trained.append(draft_name(GENERAL))
     outcomes = {GENERAL: general}
     start = (layout.checkpoint(GENERAL, PHASES[-1][0]), general.key) if from_general else None
+    base = None
+    if from_base:  # at the specialists' shape, on every domain; only its last checkpoint is kept
+        base = _train_draft(ledger, layout, BASE, len(all_drafts), {d: 1.0 for d in domains}, streams,
+                            {**token_keys, **map_key}, teacher, target, shape, settings, per_base, PHASES,
+                            start=None, check=_check(validation, domains, settings, token_map),
+                            token_map=token_map, export=False)
+        start = (layout.checkpoint(BASE, PHASES[-1][0]), base.key)
     for domain in domains:
         result = _train_draft(ledger, layout, domain, index_of[domain], {domain: 1.0}, streams,
                               {domain: token_keys[domain], **map_key}, teacher, target, shapes[domain], settings,
@@ -312,7 +347,7 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
         outcomes[domain] = result
     drafts = {draft_name(d): layout.draft(d) for d in all_drafts}
     _write_drafts_report(layout, settings, shapes, {GENERAL: per_general, **dict.fromkeys(domains, per_domain)},
-                         outcomes)
+                         outcomes, None if base is None else (shape, per_base, base))
     _write_catalogue(layout, target, corpora, trained)
     return DraftBuild(domains=domains, drafts=drafts, sizing=sizing, trained=trained)
 
@@ -380,6 +415,11 @@ def _shape_overrides(settings: DraftSettings, drafts: list[str]) -> dict[str, Sh
     if overrides and settings.specialists_from == "general":
         raise BuildError("--draft-shape DOMAIN=HIDDENxLAYERS needs --specialists-from scratch: a domain draft "
                          "that starts from the general draft has the general draft's shape")
+    grown = sorted(set(overrides) - {GENERAL})
+    if grown and settings.specialists_from == "base":
+        raise BuildError(f"--draft-shape {grown[0]}=...: with --specialists-from base every domain draft has the "
+                         "base draft's shape (give it as --draft-shape HIDDENxLAYERS); only general=HIDDENxLAYERS "
+                         "sizes a draft apart")
     try:
         return {d: parse_shape(s) for d, s in overrides.items()}
     except ValueError as exc:
@@ -585,11 +625,12 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
                  streams: Mapping[str, np.ndarray], upstream: dict[str, str], teacher: Callable[[], PreTrainedModel],
                  target: TargetInfo, shape: Shape, settings: DraftSettings, seconds: float,
                  phases: tuple[tuple[str, float], ...], *, start: tuple[Path, str] | None,
-                 check: Check | None, token_map: TokenMap | None = None) -> _DraftOutcome:
+                 check: Check | None, token_map: TokenMap | None = None, export: bool = True) -> _DraftOutcome:
     """Run ``phases`` and the export of one draft, from random weights (``start`` None; the first phase
     must then be ``pretrain``) or from a checkpoint (``start``: its folder and its step key). ``check``
     scores the draft on validation text in the KL phases, which keep their best weights. With
-    ``token_map`` the draft is a subset draft: it trains on its own ids and ships the map."""
+    ``token_map`` the draft is a subset draft: it trains on its own ids and ships the map. Without
+    ``export`` (the base draft) its last checkpoint is the result."""
     name = draft_name(domain)
     seed = settings.seed + 1000 * (index + 1)
     positions = min(settings.max_positions, target.max_positions)
@@ -663,15 +704,17 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
         results[phase] = step.result
         source, after = out_dir, step.key
     final_key = after
+    if not export:
+        return _DraftOutcome(ran=ran, key=final_key, phases=results)
 
     # export: the draft folder the catalogue names
     dest = layout.draft(domain)
 
-    def export() -> dict[str, object]:
+    def export_draft() -> dict[str, object]:
         return _export_draft(source, dest, target, name, token_map, settings.export_dtype(target))
 
     export_key = {"after": final_key, **({"save_dtype": settings.save_dtype} if settings.save_dtype else {})}
-    step = ledger.run(f"{name}-export", export_key, export,
+    step = ledger.run(f"{name}-export", export_key, export_draft,
                       outputs=[dest / "model.safetensors", dest / "config.json",
                                *([dest / TOKEN_MAP_FILE] if token_map is not None else [])])
     ran |= not step.skipped
@@ -707,15 +750,22 @@ def _export_draft(checkpoint: Path, dest: Path, target: TargetInfo, name: str,
 
 
 def _write_drafts_report(layout: OutputLayout, settings: DraftSettings, shapes: Mapping[str, Shape],
-                         seconds: Mapping[str, float], outcomes: Mapping[str, _DraftOutcome]) -> None:
+                         seconds: Mapping[str, float], outcomes: Mapping[str, _DraftOutcome],
+                         base: tuple[Shape, float, _DraftOutcome] | None = None) -> None:
     """Write ``reports/drafts.json``: the recipe (every setting, the seed included) and what each
-    phase of each draft reached. Draft quality varies between seeds of one recipe (docs/own_models.md),
-    so a report of margins is only comparable with the settings that produced it beside it."""
-    report = {
-        "settings": {**asdict(settings), "general_units": settings.effective_general_units},
+    phase of each draft reached (and of the base draft the specialists grew from, if any). Draft
+    quality varies between seeds of one recipe (docs/own_models.md), so a report of margins is only
+    comparable with the settings that produced it beside it."""
+    report: dict[str, object] = {
+        "settings": {**asdict(settings), "general_units": settings.effective_general_units,
+                     **({"base_units": settings.base_units} if base else {})},
         "drafts": {draft_name(d): {"shape": asdict(shapes[d]), "budget_s": round(seconds[d], 1),
                                    "phases": outcome.phases} for d, outcome in outcomes.items()},
     }
+    if base is not None:
+        shape, budget, outcome = base
+        report["base"] = {"shape": asdict(shape), "budget_s": round(budget, 1), "phases": outcome.phases,
+                          "shipped": False}
     layout.reports.mkdir(parents=True, exist_ok=True)
     (layout.reports / "drafts.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
 

@@ -158,6 +158,14 @@ def test_the_time_budget_is_split_in_units_the_general_draft_gets_more_when_it_s
     assert per_domain == per_general == pytest.approx(100.0)  # the earlier recipe: equal shares
 
 
+def test_a_base_draft_gets_two_shares_and_the_general_fallback_its_own() -> None:
+    settings = DraftSettings(time_budget_s=770.0, specialists_from="base", general_units=0.7)
+    per_domain, per_general = settings.draft_seconds(5)
+    assert per_domain == pytest.approx(100.0) and per_general == pytest.approx(70.0)
+    assert settings.base_seconds(5) == pytest.approx(200.0)  # BASE_UNITS shares
+    assert DraftSettings(specialists_from="general").base_seconds(5) == 0.0  # no base in the other recipes
+
+
 def test_interleaved_timing_times_the_target_and_every_draft() -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM

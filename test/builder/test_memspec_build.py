@@ -165,6 +165,41 @@ def test_subset_drafts_predict_the_frequent_tokens_and_stay_lossless(tmp_path_fa
         assert engine.generate(prompt, draft, k=4, max_new_tokens=24).output_ids == engine.target_greedy(prompt, 24)
 
 
+def test_specialists_grown_from_a_base_draft_that_is_not_shipped(built: Built, tmp_path: Path, capsys) -> None:
+    """``--specialists-from base``: a base draft at the specialists' shape learns every domain and
+    each domain draft grows from it (no pretraining of its own); the base is not exported nor in
+    the catalogue; the general draft is a fallback trained from scratch at its own shape. The
+    report names the base's budget and phases; a domain given its own shape is refused."""
+    from memspec_ros.core.model_loading import load_config
+    from memspec_ros.runtime.catalogue_file import load_catalogue_file
+
+    out = tmp_path / "base_build"
+    args = ["drafts", "--target", str(built.target), *corpus_args(built.corpora), "--out", str(out), *DRAFTS_TINY,
+            "--specialists-from", "base", "--draft-shape", "32x2", "--draft-shape", "general=16x1"]
+    assert main(args) == 0, capsys.readouterr().err
+    log = capsys.readouterr().out
+    assert "a base draft of all domains (not shipped)" in log and "from the base draft:" in log
+    checkpoints = out / "work" / "checkpoints"
+    assert (checkpoints / "draft-_base" / "pretrain" / "model.safetensors").exists()
+    assert (checkpoints / "draft-general" / "pretrain" / "model.safetensors").exists()  # the fallback: from scratch
+    assert not (checkpoints / "draft-robot" / "pretrain").exists()
+    assert not (out / "draft-_base").exists()
+    assert {d.name for d in load_catalogue_file(out).drafts} == {"draft-robot", "draft-code", "draft-math",
+                                                                  "draft-general"}
+    assert load_config(out / "draft-robot").hidden_size == 32 and load_config(out / "draft-general").hidden_size == 16
+    recipe = json.loads((out / "reports" / "drafts.json").read_text())
+    assert recipe["settings"]["specialists_from"] == "base" and recipe["settings"]["base_units"] == 2.0
+    base, robot = recipe["base"], recipe["drafts"]["draft-robot"]
+    assert base["shipped"] is False and base["shape"]["hidden"] == 32
+    assert list(base["phases"]) == ["pretrain", "distill-corpus", "distill-continuations"]
+    assert list(robot["phases"]) == ["distill-corpus", "distill-continuations", "export"]
+    assert base["budget_s"] == pytest.approx(2 * robot["budget_s"], abs=0.1)
+    assert recipe["drafts"]["draft-general"]["budget_s"] == pytest.approx(robot["budget_s"], abs=0.1)
+    refused = main([*args[:-4], "--draft-shape", "32x2", "--draft-shape", "robot=48x2"])
+    err = capsys.readouterr().err
+    assert refused == 2 and "the base draft's shape" in err, err
+
+
 def test_a_second_run_skips_every_finished_step(built: Built, capsys) -> None:
     assert main(["drafts", "--target", str(built.target), *corpus_args(built.corpora), "--out", str(built.out),
                  *DRAFTS_TINY]) == 0
