@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     drafts.add_argument("--draft-shape", action="append", default=[], metavar="[DOMAIN=]HIDDENxLAYERS",
                         help="use this draft size (e.g. 192x2) instead of choosing one; still measured. "
                              "DOMAIN=HIDDENxLAYERS (repeatable, 'general' included) sizes one domain's draft "
-                             "apart, with --specialists-from scratch")
+                             "apart, with --specialists-from scratch (general= alone with base)")
     drafts.add_argument("--specialists-from", choices=("general", "scratch", "base"), default="general",
                         help="where each domain draft starts: the general draft, trained first (default; the "
                              "domain draft then spends its whole share on its domain), random weights (the "
