@@ -69,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "file (documents separated by blank lines) or a folder of them; repeat per domain")
     drafts.add_argument("--corpora", type=Path, default=None, metavar="DIR",
                         help="a folder whose <domain>.txt, <domain>.jsonl and <domain>/ entries are the corpora")
+    drafts.add_argument("--general-corpus", type=Path, default=None, metavar="PATH",
+                        help="the general draft's own text, in a corpus's formats: what users ask outside "
+                             "every domain (the general draft is the fallback for the turns no specialist "
+                             "covers). Default: the general draft trains on all the domains' corpora, which "
+                             "makes it a multi-domain draft that takes part of each specialist's lead")
     drafts.add_argument("--text-field", default="text", help="the text field of .jsonl corpora (default text)")
     _common(drafts, 1800.0, "training seconds for all drafts together (default 1800): the general draft gets two "
                             "shares, each domain draft one (equal shares with --specialists-from scratch; with "
@@ -152,6 +157,7 @@ def _drafts(args: argparse.Namespace) -> None:
     from memspec_ros.builder.corpora import parse_corpus_arguments, read_corpus
     from memspec_ros.builder.draft_architecture import parse_shape
     from memspec_ros.builder.drafts_step import DraftSettings, run_drafts
+    from memspec_ros.builder.layout import GENERAL
     from memspec_ros.builder.target_folder import check_target_folder
 
     shape, per_domain = _draft_shapes(args.draft_shape)  # per-domain sizes are checked by run_drafts
@@ -165,6 +171,13 @@ def _drafts(args: argparse.Namespace) -> None:
     renderers = target_chat_renderers(target.path)
     render_chat = renderers[0] if renderers else None
     corpora = [read_corpus(domain, path, args.text_field, render_chat) for domain, path in sources.items()]
+    general_corpus = None
+    if args.general_corpus is not None:
+        general_corpus = read_corpus(GENERAL, args.general_corpus.expanduser(), args.text_field, render_chat)
+        if any(c.digest == general_corpus.digest for c in corpora):
+            raise BuildError(f"--general-corpus {args.general_corpus} is also a domain's corpus: give the general "
+                             "draft text outside the domains, or leave --general-corpus out (then the general "
+                             "draft trains on all the domains' corpora)")
     if args.validation_checks < 0:
         raise BuildError(f"--validation-checks must be 0 (keep the last weights) or more, got {args.validation_checks}")
     if args.draft_from_target < 0:
@@ -181,7 +194,7 @@ def _drafts(args: argparse.Namespace) -> None:
                              validation_checks=args.validation_checks, draft_vocab=args.draft_vocab,
                              seed=args.seed, save_dtype=args.save_dtype or "", init_layers=args.draft_from_target)
     build = run_drafts(target, corpora, args.out.expanduser().resolve(), settings, force=args.force,
-                       resize=args.resize)
+                       resize=args.resize, general_corpus=general_corpus)
     print(f"[drafts] done: {len(build.drafts)} drafts in {args.out}; next: memspec_build predictor --out {args.out}",
           flush=True)
 

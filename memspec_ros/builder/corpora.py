@@ -156,8 +156,8 @@ def _add(sources: dict[str, Path], domain: str, path: Path) -> None:
         raise BuildError(f"domain name {domain!r} is not usable: 1-58 letters, digits, '.', '_' or '-', "
                          "starting with a letter or digit (it becomes the draft's name, draft-<domain>)")
     if domain == GENERAL:
-        raise BuildError(f"domain name {GENERAL!r} is reserved for the draft trained on all corpora; "
-                         "rename that corpus")
+        raise BuildError(f"domain name {GENERAL!r} is reserved for the general draft; rename that corpus, or "
+                         "give it as --general-corpus PATH if it is the general draft's own text")
     if domain in sources:
         raise BuildError(f"domain {domain!r} is given twice ({sources[domain]} and {path}); one corpus per domain")
     sources[domain] = path

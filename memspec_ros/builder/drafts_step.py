@@ -226,10 +226,14 @@ SIZING_STEPS = ("sizing", "sizing-per-domain")
 
 
 def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: DraftSettings,
-               *, force: bool = False, resize: bool = False) -> DraftBuild:
+               *, force: bool = False, resize: bool = False, general_corpus: Corpus | None = None) -> DraftBuild:
     """Build every draft of ``corpora`` for ``target`` into ``out`` and write the catalogue.
 
-    ``resize`` measures the draft sizes again (the rest reruns only where the sizes changed)."""
+    ``resize`` measures the draft sizes again (the rest reruns only where the sizes changed).
+    ``general_corpus`` (its domain :data:`GENERAL`) is the general draft's own text, what users ask
+    outside every domain; without it the general draft trains on all the domains' corpora. Why
+    offer it: a general draft trained on every domain is a multi-domain draft that takes much of
+    each specialist's edge, whereas the fallback's job is the turns no specialist covers."""
     from memspec_ros.core.model_loading import load_causal_lm, load_tokenizer
 
     layout = OutputLayout(out)
@@ -260,7 +264,8 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     # before anything is written: room for the smallest drafts; after sizing, for the chosen ones
     vocab = settings.draft_vocab_size(target)
     trained_drafts = len(all_drafts) + (settings.specialists_from == "base")  # the base draft's checkpoints
-    _require_space(layout, target, corpora, fixed or CANDIDATES[-1], trained_drafts, vocab)
+    texts = [*corpora, *([general_corpus] if general_corpus else [])]
+    _require_space(layout, target, texts, fixed or CANDIDATES[-1], trained_drafts, vocab)
     sizing = _sizing_step(ledger, layout, teacher, target, settings, fixed)
     shape = sizing.shape
     unused = set(overrides) >= set(all_drafts)
@@ -279,10 +284,11 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     shapes = {d: overrides.get(d, shape) for d in all_drafts}
     if any(shapes[d] != shape for d in all_drafts):
         _shape_overrides_step(ledger, layout, teacher, target, settings, sizing, shapes)
-    _require_space(layout, target, corpora, max(shapes.values(), key=lambda s: s.parameters(vocab)),
+    _require_space(layout, target, texts, max(shapes.values(), key=lambda s: s.parameters(vocab)),
                    trained_drafts, vocab)
     split_keys = {c.domain: _split_step(ledger, layout, c) for c in corpora}
-    _write_manifest(layout, corpora)
+    general_split = _split_step(ledger, layout, general_corpus) if general_corpus else None
+    _write_manifest(layout, corpora, general_corpus)
     renderers = target_chat_renderers(target.path)
     ledger.run("heldout-prompts", {"splits": split_keys, "chat_prompts": "first answer"},
                lambda: _write_prompts(layout, split_keys, renderers[1] if renderers else None),
@@ -295,9 +301,10 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     token_keys: dict[str, str] = {}
     eos = target.eos_token_id if isinstance(target.eos_token_id, int) else target.eos_token_id[0]
     validation: dict[str, np.ndarray] = {}
-    for corpus in corpora:
-        token_keys[corpus.domain] = _tokens_step(ledger, layout, corpus.domain, split_keys[corpus.domain],
-                                                 target, tok, eos, settings)
+    for corpus in texts:
+        split_key = general_split if corpus is general_corpus else split_keys[corpus.domain]
+        token_keys[corpus.domain] = _tokens_step(ledger, layout, corpus.domain, split_key, target, tok, eos,
+                                                 settings)
         streams[corpus.domain] = np.load(layout.tokens(corpus.domain))
         rows = _validation_step(ledger, layout, teacher, corpus.domain, token_keys[corpus.domain], settings)
         if rows is not None:
@@ -322,18 +329,20 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     trained: list[str] = []
     # the general draft first: with specialists_from=general every domain draft starts from it
     index_of = {d: i for i, d in enumerate(all_drafts)}  # seeds as before the order changed
-    general = _train_draft(ledger, layout, GENERAL, index_of[GENERAL], {d: 1.0 for d in domains}, streams,
-                           {**token_keys, **map_key}, teacher, target, shapes[GENERAL], settings, per_general,
-                           PHASES, start=None, check=_check(validation, domains, settings, token_map),
-                           token_map=token_map)
+    domain_keys = {d: token_keys[d] for d in domains}
+    general_texts = [GENERAL] if general_corpus else domains
+    general = _train_draft(ledger, layout, GENERAL, index_of[GENERAL], dict.fromkeys(general_texts, 1.0), streams,
+                           {**{d: token_keys[d] for d in general_texts}, **map_key}, teacher, target,
+                           shapes[GENERAL], settings, per_general, PHASES, start=None,
+                           check=_check(validation, general_texts, settings, token_map), token_map=token_map)
     if general.ran:
         trained.append(draft_name(GENERAL))
     outcomes = {GENERAL: general}
     start = (layout.checkpoint(GENERAL, PHASES[-1][0]), general.key) if from_general else None
     base = None
     if from_base:  # at the specialists' shape, on every domain; only its last checkpoint is kept
-        base = _train_draft(ledger, layout, BASE, len(all_drafts), {d: 1.0 for d in domains}, streams,
-                            {**token_keys, **map_key}, teacher, target, shape, settings, per_base, PHASES,
+        base = _train_draft(ledger, layout, BASE, len(all_drafts), dict.fromkeys(domains, 1.0), streams,
+                            {**domain_keys, **map_key}, teacher, target, shape, settings, per_base, PHASES,
                             start=None, check=_check(validation, domains, settings, token_map),
                             token_map=token_map, export=False)
         start = (layout.checkpoint(BASE, PHASES[-1][0]), base.key)
@@ -347,8 +356,8 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
         outcomes[domain] = result
     drafts = {draft_name(d): layout.draft(d) for d in all_drafts}
     _write_drafts_report(layout, settings, shapes, {GENERAL: per_general, **dict.fromkeys(domains, per_domain)},
-                         outcomes, None if base is None else (shape, per_base, base))
-    _write_catalogue(layout, target, corpora, trained)
+                         outcomes, None if base is None else (shape, per_base, base), general_corpus)
+    _write_catalogue(layout, target, corpora, trained, general_corpus)
     return DraftBuild(domains=domains, drafts=drafts, sizing=sizing, trained=trained)
 
 
@@ -497,10 +506,15 @@ def _write_prompts(layout: OutputLayout, domains: Mapping[str, str], render_prom
     return counts
 
 
-def _write_manifest(layout: OutputLayout, corpora: list[Corpus]) -> None:
-    """What `predictor` and `evaluate` read: the domains, where they came from."""
-    manifest = {"domains": [{"domain": c.domain, "source": str(c.source), "digest": c.digest,
-                             "documents": len(c.documents)} for c in corpora]}
+def _write_manifest(layout: OutputLayout, corpora: list[Corpus], general_corpus: Corpus | None) -> None:
+    """What `predictor` and `evaluate` read: the domains, where they came from (and the general
+    draft's own corpus, if any: not a domain, so neither step reads it)."""
+    def entry(c: Corpus) -> dict[str, object]:
+        return {"domain": c.domain, "source": str(c.source), "digest": c.digest, "documents": len(c.documents)}
+
+    manifest: dict[str, object] = {"domains": [entry(c) for c in corpora]}
+    if general_corpus is not None:
+        manifest["general_corpus"] = entry(general_corpus)
     layout.split_manifest.parent.mkdir(parents=True, exist_ok=True)
     layout.split_manifest.write_text(json.dumps(manifest, indent=1) + "\n")
 
@@ -577,7 +591,8 @@ def _stop_and_special_ids(tok: object, target: TargetInfo) -> list[int]:
 def _token_map_step(ledger: StepLedger, layout: OutputLayout, token_keys: Mapping[str, str], target: TargetInfo,
                     settings: DraftSettings, specials: list[int]) -> tuple[TokenMap | None, dict[str, str]]:
     """The drafts' token map (``--draft-vocab``): the most frequent target tokens of every domain's
-    training text, ``specials`` always among them; ``(None, {})`` for full-vocabulary drafts.
+    training text (and the general corpus's, if any), ``specials`` always among them; ``(None, {})``
+    for full-vocabulary drafts.
 
     One map for all drafts: a domain draft starts from the general draft, so they share its rows.
     The second value joins the drafts' step keys, so changing the subset retrains them."""
@@ -619,6 +634,8 @@ class _DraftOutcome:
     """The input key of its last training step: what a draft started from it depends on."""
     phases: dict[str, dict[str, object]]
     """Each phase's result (steps, seconds, final loss or KL), this run's or the stamp's."""
+    texts: tuple[str, ...] = ()
+    """The corpora it trained on (domains, or ``general`` for a general corpus)."""
 
 
 def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: int, mix: dict[str, float],
@@ -705,7 +722,7 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
         source, after = out_dir, step.key
     final_key = after
     if not export:
-        return _DraftOutcome(ran=ran, key=final_key, phases=results)
+        return _DraftOutcome(ran=ran, key=final_key, phases=results, texts=tuple(mix))
 
     # export: the draft folder the catalogue names
     dest = layout.draft(domain)
@@ -719,7 +736,7 @@ def _train_draft(ledger: StepLedger, layout: OutputLayout, domain: str, index: i
                                *([dest / TOKEN_MAP_FILE] if token_map is not None else [])])
     ran |= not step.skipped
     results["export"] = step.result
-    return _DraftOutcome(ran=ran, key=final_key, phases=results)
+    return _DraftOutcome(ran=ran, key=final_key, phases=results, texts=tuple(mix))
 
 
 def _export_draft(checkpoint: Path, dest: Path, target: TargetInfo, name: str,
@@ -751,26 +768,30 @@ def _export_draft(checkpoint: Path, dest: Path, target: TargetInfo, name: str,
 
 def _write_drafts_report(layout: OutputLayout, settings: DraftSettings, shapes: Mapping[str, Shape],
                          seconds: Mapping[str, float], outcomes: Mapping[str, _DraftOutcome],
-                         base: tuple[Shape, float, _DraftOutcome] | None = None) -> None:
+                         base: tuple[Shape, float, _DraftOutcome] | None = None,
+                         general_corpus: Corpus | None = None) -> None:
     """Write ``reports/drafts.json``: the recipe (every setting, the seed included) and what each
     phase of each draft reached (and of the base draft the specialists grew from, if any). Draft
     quality varies between seeds of one recipe (docs/own_models.md), so a report of margins is only
     comparable with the settings that produced it beside it."""
     report: dict[str, object] = {
         "settings": {**asdict(settings), "general_units": settings.effective_general_units,
-                     **({"base_units": settings.base_units} if base else {})},
+                     **({"base_units": settings.base_units} if base else {}),
+                     "general_corpus": str(general_corpus.source) if general_corpus else "all domains"},
         "drafts": {draft_name(d): {"shape": asdict(shapes[d]), "budget_s": round(seconds[d], 1),
-                                   "phases": outcome.phases} for d, outcome in outcomes.items()},
+                                   "texts": list(outcome.texts), "phases": outcome.phases}
+                   for d, outcome in outcomes.items()},
     }
     if base is not None:
         shape, budget, outcome = base
-        report["base"] = {"shape": asdict(shape), "budget_s": round(budget, 1), "phases": outcome.phases,
-                          "shipped": False}
+        report["base"] = {"shape": asdict(shape), "budget_s": round(budget, 1), "texts": list(outcome.texts),
+                          "phases": outcome.phases, "shipped": False}
     layout.reports.mkdir(parents=True, exist_ok=True)
     (layout.reports / "drafts.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
 
 
-def _write_catalogue(layout: OutputLayout, target: TargetInfo, corpora: list[Corpus], trained: list[str]) -> None:
+def _write_catalogue(layout: OutputLayout, target: TargetInfo, corpora: list[Corpus], trained: list[str],
+                     general_corpus: Corpus | None = None) -> None:
     """Write ``catalogue.yaml``; keep an existing predictor only if no draft changed since."""
     from memspec_ros.runtime.catalogue_file import (
         CatalogueFileError,
@@ -782,7 +803,8 @@ def _write_catalogue(layout: OutputLayout, target: TargetInfo, corpora: list[Cor
     entries = [DraftEntry(name=draft_name(c.domain), path=layout.draft(c.domain), domain=c.domain,
                           description=f"distilled from {target.path.name} on {c.source.name}") for c in corpora]
     entries.append(DraftEntry(name=draft_name(GENERAL), path=layout.draft(GENERAL), domain=GENERAL,
-                              description=f"distilled from {target.path.name} on all corpora"))
+                              description=f"distilled from {target.path.name} on "
+                                          + (general_corpus.source.name if general_corpus else "all corpora")))
     predictor = validation = None
     if layout.predictor.exists() and layout.catalogue.exists() and not trained:
         try:

@@ -292,7 +292,8 @@ def advice(report: dict) -> list[str]:
        shape sizing measures: then train longer, or leave it out);
     3. it accepts no more than the general draft on its own domain: more text, longer, or leave it out;
     4. it leads the general draft by less than 0.10 on its own domain: compare a build with a
-       small general fallback (one line for all such drafts).
+       small general fallback, or one whose general draft trains on text outside the domains
+       (one line for all such drafts).
     """
     from memspec_ros.builder.draft_sizing import CANDIDATES
 
@@ -332,7 +333,8 @@ def advice(report: dict) -> list[str]:
                      "in your domains, compare a build with a small general fallback "
                      "(`--specialists-from scratch --general-share 0.5 --draft-shape HxL --draft-shape "
                      "general=HxL`: the general draft about half the size, trained for half a domain draft's "
-                     f"time; {RECIPE_DOC}).")
+                     f"time; {RECIPE_DOC}), or one whose general draft learns what users ask outside your "
+                     "domains instead of every domain (`--general-corpus PATH`; docs/build.md).")
     return lines
 
 

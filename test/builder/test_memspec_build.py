@@ -200,6 +200,50 @@ def test_specialists_grown_from_a_base_draft_that_is_not_shipped(built: Built, t
     assert refused == 2 and "the base draft's shape" in err, err
 
 
+def test_a_general_corpus_is_the_general_drafts_own_text(built: Built, tmp_path: Path, capsys) -> None:
+    """``--general-corpus``: the general draft trains on that text alone (the fallback for turns
+    outside every domain), the domain drafts on their own; it is no domain (not in the manifest's
+    domains, no domain draft, no held-out prompts), its tokens join the subset, and the recipe and
+    catalogue say what it was. The same file as a domain's corpus, or a domain named ``general``,
+    is refused with the fix."""
+    from memspec_ros.core.model_loading import load_tokenizer
+    from memspec_ros.core.token_map import load_token_map
+    from memspec_ros.runtime.catalogue_file import load_catalogue_file
+
+    out = tmp_path / "general_build"
+    domains = ["--corpus", f"code={built.corpora['code']}", "--corpus", f"math={built.corpora['math']}"]
+    args = ["drafts", "--target", str(built.target), *domains, "--out", str(out), *DRAFTS_TINY,
+            "--draft-vocab", str(SUBSET_VOCAB), "--general-corpus", str(built.corpora["robot"])]
+    assert main(args) == 0, capsys.readouterr().err
+    recipe = json.loads((out / "reports" / "drafts.json").read_text())
+    assert recipe["settings"]["general_corpus"] == str(built.corpora["robot"])
+    assert recipe["drafts"]["draft-general"]["texts"] == ["general"]
+    assert recipe["drafts"]["draft-code"]["texts"] == ["code"]
+    manifest = json.loads((out / "work" / "corpora" / "manifest.json").read_text())
+    assert [d["domain"] for d in manifest["domains"]] == ["code", "math"]
+    assert manifest["general_corpus"]["source"] == str(built.corpora["robot"])
+    cat = load_catalogue_file(out)
+    assert cat.draft_names == ["draft-code", "draft-math", "draft-general"]
+    assert "robot.jsonl" in cat.draft("draft-general").description
+    prompts = [json.loads(line)["domain"] for line in (out / "heldout" / "prompts.jsonl").read_text().splitlines()]
+    assert set(prompts) == {"code", "math"}
+    tok = load_tokenizer(built.target)
+
+    def counts(texts: list[str]) -> Counter:
+        return Counter(i for text in texts for i in tok.encode(text, add_special_tokens=False))
+
+    robot = counts([json.loads(line)["text"] for line in built.corpora["robot"].read_text().splitlines()])
+    others = counts([built.corpora["code"].read_text(), *(p.read_text() for p in built.corpora["math"].iterdir())])
+    robot_only = [i for i, _ in robot.most_common() if i not in others]
+    assert robot_only and robot_only[0] in load_token_map(out / "draft-general").draft_to_target.tolist()
+    capsys.readouterr()
+    same = main([*args[:-1], str(built.corpora["code"])])
+    err = capsys.readouterr().err
+    assert same == 2 and "also a domain's corpus" in err, err
+    assert "--general-corpus" in _drafts_error(tmp_path, built.target,
+                                               [*domains, "--corpus", f"general={built.corpora['robot']}"], capsys)
+
+
 def test_a_second_run_skips_every_finished_step(built: Built, capsys) -> None:
     assert main(["drafts", "--target", str(built.target), *corpus_args(built.corpora), "--out", str(built.out),
                  *DRAFTS_TINY]) == 0

@@ -34,3 +34,23 @@ def test_corpora_of_other_domains_in_the_output_folder_are_refused(tmp_path) -> 
     assert stale_corpora(tmp_path / "missing") == []
     with pytest.raises(SystemExit, match=r"kitchen\.jsonl, notes\.txt, which are not .*another --out"):
         main(["--out", str(tmp_path), "--target", str(tmp_path / "no-target")])
+
+
+def test_general_questions_are_none_of_the_domains() -> None:
+    """The general draft's corpus (``--general``) asks outside every domain: none of its questions is a
+    question any domain's grammar asks, so the specialists' margins over it are read on text it never saw."""
+    from training.smollm2.prompts import DOMAINS, GENERAL_TOPICS, questions
+
+    general = {q for plan in conversations(GENERAL_TOPICS, 300, 0) for q in plan}
+    assert len(general) >= 300
+    for domain in DOMAINS:
+        assert not general & set(questions(domain, 2000, 0))
+
+
+@pytest.mark.parametrize("args", [["--general", "-1"], ["--general-out", "{out}/general.jsonl"]])
+def test_a_general_corpus_in_the_corpora_folder_or_a_negative_count_is_refused(tmp_path, args) -> None:
+    """``memspec_build --corpora`` would build a ``general.jsonl`` inside the folder as a domain (and refuse
+    the reserved name): the general conversations go beside the folder."""
+    out = tmp_path / "corpora"
+    with pytest.raises(SystemExit, match=r"--general"):
+        main(["--out", str(out), "--target", str(tmp_path / "no-target"), *[a.format(out=out) for a in args]])

@@ -13,6 +13,10 @@ Answers are generated in batches (left-padded, bf16 where the CPU has native bf1
 resumable cache, so an interrupted run continues where it stopped.
 
     python -m training.smollm2.answers --target models/smollm2/target --out .cache/smollm2/corpora
+
+It also answers ``--general`` conversations of questions outside every domain (the ``general``
+grammar of :mod:`.prompts`) into ``general.jsonl`` beside the corpora folder (not in it: every entry
+there is a domain to ``memspec_build``), the general draft's own text (``--general-corpus``).
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from training.smollm2.prompts import DOMAINS, SYSTEM_PROMPT, questions
+from training.smollm2.prompts import DOMAINS, GENERAL_TOPICS, SYSTEM_PROMPT, questions
 
 FOLLOW_UP_SHARE = 0.25
 
@@ -113,11 +117,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-domain", type=int, default=300, help="conversations per domain (default 300)")
     parser.add_argument("--count", action="append", default=[], metavar="DOMAIN=N",
                         help="conversations for one domain instead of --per-domain (repeatable)")
+    parser.add_argument("--general", type=int, default=300, metavar="N",
+                        help="conversations of questions outside every domain, for the general draft "
+                             "(default 300; 0: none), written to --general-out")
+    parser.add_argument("--general-out", type=Path, default=None,
+                        help="where the general conversations go (default: general.jsonl beside --out)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
+    if args.general < 0:
+        raise SystemExit("--general must be >= 0 (0: no general conversations)")
+    general_out = args.general_out or args.out.parent / f"{GENERAL_TOPICS}.jsonl"
+    if general_out.parent.resolve() == args.out.resolve():
+        raise SystemExit(f"--general-out {general_out} is inside the corpora folder {args.out}: memspec_build "
+                         "would build it as a domain. Put it beside the folder")
     others = stale_corpora(args.out)
     if others:
         raise SystemExit(f"{args.out} holds {', '.join(others)}, which are not corpora of the domains "
@@ -134,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     cache = AnswerCache(args.out.parent / "answers.cache.jsonl")  # beside the corpora folder, not a domain in it
     counts = {d: args.per_domain for d in DOMAINS} | domain_counts(args.count)
     plans = {d: conversations(d, counts[d], args.seed) for d in DOMAINS}
+    if args.general:
+        plans[GENERAL_TOPICS] = conversations(GENERAL_TOPICS, args.general, args.seed)
     system = [{"role": "system", "content": SYSTEM_PROMPT}]
 
     def render(messages: list[dict]) -> str:
@@ -156,11 +173,13 @@ def main(argv: list[str] | None = None) -> int:
         answer_all(model, tok, [render(m) for m in transcripts(turn)], cache, batch=args.batch,
                    max_new_tokens=args.max_new_tokens)
     for domain, plan in plans.items():
-        with (args.out / f"{domain}.jsonl").open("w", encoding="utf-8") as fh:
+        path = general_out if domain == GENERAL_TOPICS else args.out / f"{domain}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as fh:
             for qs in plan:
                 msgs = answered(qs)
                 fh.write(json.dumps({"messages": msgs}, ensure_ascii=False) + "\n")
-        print(f"[answers] {args.out / (domain + '.jsonl')}: {len(plan)} conversations")
+        print(f"[answers] {path}: {len(plan)} conversations")
     return 0
 
 

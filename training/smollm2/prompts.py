@@ -9,6 +9,11 @@ hundred distinct questions per domain come from a few lines each (deterministic 
 * ``howto``: household how-to and safety ("how do I descale a kettle?", "is it safe to ...?");
 * ``chat``: small talk and general knowledge ("tell me a joke", "what is the capital of Peru?").
 
+Besides them, ``general`` (:data:`GENERAL_TOPICS`): what users ask outside every domain (sports,
+history, words, advice, shopping, pets, trips), the general draft's own text when the model set is
+built with ``memspec_build drafts --general-corpus``: a fallback for turns no specialist covers,
+trained on none of the domains' questions.
+
 The answers are the target's own (:mod:`training.smollm2.answers`): what the node will decode.
 """
 from __future__ import annotations
@@ -204,19 +209,70 @@ DOMAINS: dict[str, Callable[[random.Random], str]] = {
     "commands": commands, "code": code, "math": math, "howto": howto, "chat": chat}
 """In this order: ``commands`` first, the robot's main task (the benchmark's home domain)."""
 
+SPORTS = ["soccer", "basketball", "tennis", "chess", "cricket", "baseball", "volleyball", "golf", "rugby",
+          "table tennis", "ice hockey", "badminton"]
+SKILLS = ["running", "swimming", "drawing", "playing the guitar", "public speaking", "learning Spanish",
+          "writing essays", "photography", "meditation", "playing the piano", "typing", "remembering names"]
+EVENTS = ["the French Revolution", "the moon landing", "the fall of the Berlin Wall", "the Industrial Revolution",
+          "the Renaissance", "World War I", "the invention of the printing press", "the Roman Empire",
+          "the Olympic Games in ancient Greece", "the discovery of penicillin"]
+WORDS = ["serendipity", "ephemeral", "ubiquitous", "nostalgia", "resilient", "paradox", "empathy", "meticulous",
+         "pragmatic", "whimsical", "irony", "procrastination"]
+SITUATIONS = ["a job interview", "a first date", "saving money", "a long flight", "studying for exams",
+              "moving to a new city", "a birthday party", "making new friends", "a camping trip",
+              "working from home"]
+PAIRS = [("a virus", "bacteria"), ("weather", "climate"), ("a crocodile", "an alligator"),
+         ("stocks", "bonds"), ("a lake", "a pond"), ("a frog", "a toad"), ("a violin", "a viola"),
+         ("a comet", "an asteroid"), ("a novel", "a short story"), ("a debit card", "a credit card")]
+STORIES = ["Romeo and Juliet", "The Odyssey", "Cinderella", "Moby Dick", "Robinson Crusoe",
+           "Alice in Wonderland", "Hamlet", "Don Quixote", "The Little Prince", "Frankenstein"]
+PURCHASES = ["a laptop", "a used car", "running shoes", "a mattress", "a camera", "a smartphone", "a tent",
+             "headphones", "a winter coat", "a guitar"]
+PETS = ["hamster", "goldfish", "rabbit", "parrot", "puppy", "kitten", "turtle", "guinea pig"]
+CONCEPTS = ["inflation", "democracy", "evolution", "climate change", "interest rates", "supply and demand",
+            "the immune system", "black holes", "taxes", "the stock market", "jet lag", "recycling"]
+CITIES = ["Paris", "Tokyo", "Rome", "New York", "Barcelona", "Lisbon", "Prague", "Sydney", "Cairo", "Istanbul"]
+
+
+def general(rng: random.Random) -> str:
+    """Outside every domain: sports, history, words, advice, shopping, pets, concepts and trips."""
+    forms = [
+        lambda: f"What are the rules of {rng.choice(SPORTS)}?",
+        lambda: f"How can I get better at {rng.choice(SKILLS)}?",
+        lambda: f"What happened during {rng.choice(EVENTS)}?",
+        lambda: f"What does the word '{rng.choice(WORDS)}' mean?",
+        lambda: f"Give me some tips for {rng.choice(SITUATIONS)}.",
+        lambda: "What is the difference between {} and {}?".format(*rng.choice(PAIRS)),
+        lambda: f"Summarize the story of {rng.choice(STORIES)}.",
+        lambda: f"What should I look for when buying {rng.choice(PURCHASES)}?",
+        lambda: f"How do I take care of a {rng.choice(PETS)}?",
+        lambda: f"Explain {rng.choice(CONCEPTS)} in simple terms.",
+        lambda: f"Plan a {rng.choice(['one', 'two', 'three', 'four'])}-day trip to {rng.choice(CITIES)}.",
+        lambda: f"Why do people enjoy {rng.choice(SPORTS + SKILLS)}?",
+    ]
+    return rng.choice(forms)()
+
+
+GENERAL_TOPICS = "general"
+"""The grammar of questions outside every domain (:func:`general`), for the general draft's corpus."""
+
+GRAMMARS: dict[str, Callable[[random.Random], str]] = {**DOMAINS, GENERAL_TOPICS: general}
+"""Every grammar :func:`questions` draws from: the domains, then the general topics."""
+
 
 OPENERS = ["", "", "", "", "Quick question: ", "Hey, ", "I was wondering, ", "Robot, "]
 """People open a question in a few ways; the smaller grammars reach a few hundred questions with them."""
 
 
 def questions(domain: str, count: int, seed: int = 0) -> list[str]:
-    """``count`` distinct questions of ``domain`` (fewer if its grammar runs out), deterministic."""
+    """``count`` distinct questions of ``domain`` (a key of :data:`GRAMMARS`; fewer if its grammar runs
+    out), deterministic."""
     rng = random.Random(f"{domain}:{seed}")
     out: dict[str, None] = {}
     for _ in range(count * 50):
         if len(out) >= count:
             break
-        text = _cap(DOMAINS[domain](rng).strip())
+        text = _cap(GRAMMARS[domain](rng).strip())
         if domain != "commands":
             opener = rng.choice(OPENERS)
             text = opener + (text[:1].lower() + text[1:] if opener else text)
