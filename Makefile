@@ -100,14 +100,17 @@ zoo: setup
 SMOLLM2_CORPORA := .cache/smollm2/corpora
 # Conversations per domain (`--count DOMAIN=N` changes one domain's; models/smollm2/reports/build.md
 # records two builds with more, 600 for two domains and 400 for all, that led the general draft by less).
-SMOLLM2_ANSWERS := --per-domain 300
+SMOLLM2_ANSWERS := --per-domain 300 --general 300
+# The general draft's own text: questions outside the five domains (training/smollm2/prompts.py, general),
+# answered by the target; written beside the corpora folder, where memspec_build would take it for a domain.
+SMOLLM2_GENERAL := .cache/smollm2/general.jsonl
 SMOLLM2_QUESTIONS := models/smollm2/heldout/questions.jsonl
 SMOLLM2_DRAFTS := --draft-vocab 8192 --time-budget-s 3600 --specialists-from scratch --general-share 0.5 \
-	--draft-shape 320x2 --draft-shape general=160x2 --save-dtype bfloat16
+	--draft-shape 320x2 --draft-shape general=160x2 --save-dtype bfloat16 --general-corpus $(SMOLLM2_GENERAL)
 
 smollm2: setup
 	@$(ENV) python -m training.smollm2.answers --target models/smollm2/target --out $(SMOLLM2_CORPORA) \
-		$(SMOLLM2_ANSWERS)
+		--general-out $(SMOLLM2_GENERAL) $(SMOLLM2_ANSWERS)
 	@$(ENV) memspec_build drafts --target models/smollm2/target --corpora $(SMOLLM2_CORPORA) --out models/smollm2 \
 		$(SMOLLM2_DRAFTS)
 	@$(ENV) memspec_build predictor --out models/smollm2
