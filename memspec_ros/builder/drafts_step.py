@@ -287,7 +287,7 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     _require_space(layout, target, texts, max(shapes.values(), key=lambda s: s.parameters(vocab)),
                    trained_drafts, vocab)
     split_keys = {c.domain: _split_step(ledger, layout, c) for c in corpora}
-    general_split = _split_step(ledger, layout, general_corpus) if general_corpus else None
+    text_splits = {**split_keys, **({GENERAL: _split_step(ledger, layout, general_corpus)} if general_corpus else {})}
     _write_manifest(layout, corpora, general_corpus)
     renderers = target_chat_renderers(target.path)
     ledger.run("heldout-prompts", {"splits": split_keys, "chat_prompts": "first answer"},
@@ -302,9 +302,8 @@ def run_drafts(target: TargetInfo, corpora: list[Corpus], out: Path, settings: D
     eos = target.eos_token_id if isinstance(target.eos_token_id, int) else target.eos_token_id[0]
     validation: dict[str, np.ndarray] = {}
     for corpus in texts:
-        split_key = general_split if corpus is general_corpus else split_keys[corpus.domain]
-        token_keys[corpus.domain] = _tokens_step(ledger, layout, corpus.domain, split_key, target, tok, eos,
-                                                 settings)
+        token_keys[corpus.domain] = _tokens_step(ledger, layout, corpus.domain, text_splits[corpus.domain], target,
+                                                 tok, eos, settings)
         streams[corpus.domain] = np.load(layout.tokens(corpus.domain))
         rows = _validation_step(ledger, layout, teacher, corpus.domain, token_keys[corpus.domain], settings)
         if rows is not None:
