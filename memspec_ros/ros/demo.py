@@ -29,14 +29,14 @@ SYSTEM_PROMPT = "You are a helpful home service robot. Keep your answers short a
 """The system prompt the default model set's drafts and predictor were built with (its corpora's
 conversations open with it: ``models/smollm2/heldout/prompts.jsonl``)."""
 
-#: (domain, user message): one chat session whose topic moves the way a household robot's user
+#: (topic, user message): one chat session whose topic moves the way a household robot's user
 #: moves it - an errand, a bit of code, general knowledge, a how-to, arithmetic, back to errands -
 #: so the working set follows the topic from goal to goal. The node renders the conversation with
 #: the target's chat template; the model's end-of-turn token ends each answer.
 DIALOGUE: tuple[tuple[str, str], ...] = (
     ("commands", "Please bring me the red cup from the kitchen."),
     ("code", "Write a short Python function that returns True when a battery voltage is below 11.2 volts."),
-    ("chat", "What is the capital of France?"),
+    ("general", "What is the capital of France?"),
     ("howto", "How do I make a cup of tea?"),
     ("math", "What is 15% of 200?"),
     ("commands", "Thank you. Now go back to your charging station."),

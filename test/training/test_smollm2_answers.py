@@ -54,3 +54,15 @@ def test_a_general_corpus_in_the_corpora_folder_or_a_negative_count_is_refused(t
     out = tmp_path / "corpora"
     with pytest.raises(SystemExit, match=r"--general"):
         main(["--out", str(out), "--target", str(tmp_path / "no-target"), *[a.format(out=out) for a in args]])
+
+
+def test_an_opener_keeps_the_pronoun_capital() -> None:
+    """An opener lower-cases the question's first letter ("Hey, what is ..."), but not the pronoun: the
+    target answers "Hey, I feel tired today." as people type it, not "Hey, i feel ..."."""
+    import re
+
+    from training.smollm2.prompts import questions
+
+    asked = questions("chat", 900, 0) + questions("math", 3000, 0)
+    assert not [q for q in asked if re.search(r"(^|[ ,:])i ", q)]
+    assert [q for q in asked if re.match(r"(Hey|Robot|Quick question|I was wondering)[,:] I ", q)]

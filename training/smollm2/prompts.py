@@ -7,10 +7,11 @@ hundred distinct questions per domain come from a few lines each (deterministic 
 * ``code``: programming and ROS 2 help ("write a Python function that ...", "what is a ROS topic?");
 * ``math``: arithmetic, percentages and unit conversions ("convert 5 miles to kilometers");
 * ``howto``: household how-to and safety ("how do I descale a kettle?", "is it safe to ...?");
-* ``chat``: small talk and general knowledge ("tell me a joke", "what is the capital of Peru?").
+* ``chat``: small talk with the robot ("tell me a joke", "I feel a bit sad today.").
 
 Besides them, ``general`` (:data:`GENERAL_TOPICS`): what users ask outside every domain (sports,
-history, words, advice, shopping, pets, trips), the general draft's own text when the model set is
+history, words, advice, shopping, pets, trips, general knowledge such as "what is the capital of
+Peru?"), the general draft's own text when the model set is
 built with ``memspec_build drafts --general-corpus``: a fallback for turns no specialist covers,
 trained on none of the domains' questions.
 
@@ -183,24 +184,57 @@ THINGS = ["the sun", "the moon", "rain", "a rainbow", "thunder", "the ocean", "a
           "a compass", "a solar panel", "GPS", "a thermometer", "a vaccine", "a lightning rod"]
 
 
+JOKE_SUBJECTS = ["robots", "cats", "computers", "cooking", "the weather", "school", "dogs", "vacuum cleaners",
+                 "Mondays", "coffee", "socks", "bananas"]
+AMUSEMENTS = ["a joke", "a funny story", "a riddle"]
+VERSE = ["a short poem", "a haiku", "a little song"]
+VERSE_SUBJECTS = ["the rain", "a cat", "the morning", "friendship", "a robot", "autumn", "the sea", "my garden",
+                  "a sleepy dog", "the stars", "breakfast", "a snowy day"]
+SMALL_TALK = ["How are you today?", "What is your name?", "Do you like music?", "What do you do for fun?",
+              "Are you happy?", "Do you ever get tired?", "Good morning! How did you sleep?", "Can you sing a song?",
+              "Do you have friends?", "What do you think about humans?", "Thank you for your help today!",
+              "I am bored. What should I do?", "I had a long day at work.", "Good night, robot.",
+              "Do you dream?", "How old are you?", "What makes you happy?", "Do you like your job?",
+              "Can we be friends?", "You are doing a great job.", "Do you get lonely when we are out?",
+              "What did you do while I was away?", "Are you smarter than me?", "Can you tell me something nice?",
+              "I am going to bed now.", "I am back home!", "Do you have a favorite person?",
+              "What is the best part of your day?", "Can you keep a secret?", "Do you like living here?"]
+RECOMMENDATIONS = ["book", "movie", "game for kids", "board game", "podcast", "hobby", "recipe for dinner",
+                   "song for a rainy day", "TV show", "name for my new cat", "fun thing to do on Sunday",
+                   "snack for movie night"]
+OPINIONS = ["pizza", "winter", "cats and dogs", "video games", "coffee", "early mornings", "rainy days",
+            "pineapple on pizza", "jazz music", "summer holidays", "dancing", "my new haircut"]
+FAVORITES = ["color", "food", "season", "animal", "song", "movie", "book", "game", "holiday", "room in the house",
+             "time of day", "word"]
+MOODS = ["a bit sad", "really happy", "lonely", "stressed", "excited", "nervous", "tired", "grumpy", "proud",
+         "a little bored"]
+NEWS = ["got a new job", "finished my first marathon", "burned the dinner", "lost my keys again",
+        "passed my driving test", "adopted a kitten", "had a fight with my friend", "started learning to paint",
+        "won a board game against the kids", "came back from a holiday"]
+LIKES = ["music", "dancing", "the rain", "jokes", "cats", "sunny days", "chess", "stories", "gardening",
+         "movies", "cleaning", "talking to people"]
+FREE_TIME = ["this weekend", "this evening", "on a rainy afternoon", "on my day off", "with the kids today",
+             "before dinner", "on a lazy Sunday", "after work"]
+
+
 def chat(rng: random.Random) -> str:
-    """Small talk and general knowledge."""
+    """Small talk with the robot: how it is, how the user is, jokes, poems, tastes and suggestions.
+
+    General knowledge (capitals, how things work, famous people) is in :func:`general`: it is the
+    fallback's text, and a chat draft that also had to learn it led the general draft by less."""
     forms = [
-        lambda: f"Tell me a joke about {rng.choice(['robots', 'cats', 'computers', 'cooking', 'the weather', 'school', 'dogs'])}.",
-        lambda: rng.choice(["How are you today?", "What is your name?", "Do you like music?", "What do you do for fun?",
-                            "Are you happy?", "Do you ever get tired?", "What is your favorite color?",
-                            "Good morning! How did you sleep?", "Can you sing a song?", "Do you have friends?",
-                            "What do you think about humans?", "Thank you for your help today!",
-                            "I am bored. What should I do?", "I had a long day at work."]),
-        lambda: f"What is the capital of {rng.choice(COUNTRIES)}?",
-        lambda: f"Why is {rng.choice(['the sky blue', 'the sea salty', 'grass green', 'ice slippery', 'the sun hot'])}?",
-        lambda: f"How does {rng.choice(THINGS)} work?",
-        lambda: f"Tell me a fun fact about {rng.choice(['octopuses', 'space', 'bees', 'penguins', 'the ocean', 'dinosaurs', 'honey', 'elephants', 'the human brain'])}.",
-        lambda: f"Can you recommend a {rng.choice(['book', 'movie', 'game for kids', 'board game', 'podcast', 'hobby', 'recipe for dinner'])}?",
-        lambda: f"Write a short poem about {rng.choice(['the rain', 'a cat', 'the morning', 'friendship', 'a robot', 'autumn', 'the sea'])}.",
-        lambda: f"Who was {rng.choice(['Albert Einstein', 'Marie Curie', 'Isaac Newton', 'Ada Lovelace', 'Leonardo da Vinci', 'Alan Turing', 'Nikola Tesla'])}?",
-        lambda: f"What language do people speak in {rng.choice(COUNTRIES)}?",
-        lambda: f"What is your opinion on {rng.choice(['pizza', 'winter', 'cats and dogs', 'video games', 'coffee', 'early mornings'])}?",
+        lambda: f"Tell me {rng.choice(AMUSEMENTS)} about {rng.choice(JOKE_SUBJECTS)}.",
+        lambda: rng.choice(SMALL_TALK),
+        lambda: rng.choice(SMALL_TALK),
+        lambda: f"Write {rng.choice(VERSE)} about {rng.choice(VERSE_SUBJECTS)}.",
+        lambda: f"Can you recommend a {rng.choice(RECOMMENDATIONS)}?",
+        lambda: f"What is your opinion on {rng.choice(OPINIONS)}?",
+        lambda: f"What is your favorite {rng.choice(FAVORITES)}?",
+        lambda: f"I feel {rng.choice(MOODS)} today.",
+        lambda: f"Guess what, I {rng.choice(NEWS)}!",
+        lambda: f"Do you like {rng.choice(LIKES)}?",
+        lambda: f"What should I do {rng.choice(FREE_TIME)}?",
+        lambda: f"Say something nice to {rng.choice(PEOPLE)}.",
     ]
     return rng.choice(forms)()
 
@@ -232,10 +266,15 @@ PETS = ["hamster", "goldfish", "rabbit", "parrot", "puppy", "kitten", "turtle", 
 CONCEPTS = ["inflation", "democracy", "evolution", "climate change", "interest rates", "supply and demand",
             "the immune system", "black holes", "taxes", "the stock market", "jet lag", "recycling"]
 CITIES = ["Paris", "Tokyo", "Rome", "New York", "Barcelona", "Lisbon", "Prague", "Sydney", "Cairo", "Istanbul"]
+FACT_SUBJECTS = ["octopuses", "space", "bees", "penguins", "the ocean", "dinosaurs", "honey", "elephants",
+                 "the human brain"]
+FAMOUS = ["Albert Einstein", "Marie Curie", "Isaac Newton", "Ada Lovelace", "Leonardo da Vinci", "Alan Turing",
+          "Nikola Tesla"]
 
 
 def general(rng: random.Random) -> str:
-    """Outside every domain: sports, history, words, advice, shopping, pets, concepts and trips."""
+    """Outside every domain: sports, history, words, advice, shopping, pets, concepts, trips and general
+    knowledge (capitals, languages, how things work, famous people)."""
     forms = [
         lambda: f"What are the rules of {rng.choice(SPORTS)}?",
         lambda: f"How can I get better at {rng.choice(SKILLS)}?",
@@ -249,6 +288,12 @@ def general(rng: random.Random) -> str:
         lambda: f"Explain {rng.choice(CONCEPTS)} in simple terms.",
         lambda: f"Plan a {rng.choice(['one', 'two', 'three', 'four'])}-day trip to {rng.choice(CITIES)}.",
         lambda: f"Why do people enjoy {rng.choice(SPORTS + SKILLS)}?",
+        lambda: f"What is the capital of {rng.choice(COUNTRIES)}?",
+        lambda: f"What language do people speak in {rng.choice(COUNTRIES)}?",
+        lambda: f"Why is {rng.choice(['the sky blue', 'the sea salty', 'grass green', 'ice slippery', 'the sun hot'])}?",
+        lambda: f"How does {rng.choice(THINGS)} work?",
+        lambda: f"Tell me a fun fact about {rng.choice(FACT_SUBJECTS)}.",
+        lambda: f"Who was {rng.choice(FAMOUS)}?",
     ]
     return rng.choice(forms)()
 
@@ -275,6 +320,7 @@ def questions(domain: str, count: int, seed: int = 0) -> list[str]:
         text = _cap(GRAMMARS[domain](rng).strip())
         if domain != "commands":
             opener = rng.choice(OPENERS)
-            text = opener + (text[:1].lower() + text[1:] if opener else text)
+            keep = not opener or text.startswith(("I ", "I'"))  # "Hey, I feel ...", not "i feel"
+            text = opener + (text if keep else text[:1].lower() + text[1:])
         out[text] = None
     return list(out)
