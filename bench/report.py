@@ -439,7 +439,7 @@ def _scaling_section(r: Results) -> list[str]:
                                         size["policies"][n]["runtime_us_per_round"],
                                         size["policies"][n]["predictor_share"], strict=True)))
             for n in names]
-    lrows = [(n, *(f"{t:.1f} / {us(p)} / {us(w)}" for t, p, w in zip(
+    lrows = [(n, *("no turn" if w is None else f"{t:.1f} / {us(p)} / {us(w)}" for t, p, w in zip(
         length["policies"][n]["tokens_per_s"], length["policies"][n]["predictor_us_per_round"],
         length["policies"][n]["runtime_us_per_round"], strict=True))) for n in ordered_names(list(length["policies"]))]
     edges = length["bucket_upper_tokens"]
@@ -451,7 +451,8 @@ def _scaling_section(r: Results) -> list[str]:
             "round.", "", *_table(("policy", *(f"{v} drafts" for v in size["values"])), rows), "",
             f"Dialogue length: one conversation of {length['context_used']} tokens chained from the workload's turns "
             f"(context window {length['context_window']}), {length['drafts']} drafts; by context at the start of a "
-            "turn. Each cell: tokens/s / predictor us per round / runtime us per round.", "",
+            "turn. Each cell: tokens/s / predictor us per round / runtime us per round (\"no turn\": the "
+            "conversation never reached that context).", "",
             *_table(("policy", *(f"<= {e} tokens" for e in edges)), lrows), ""]
 
 

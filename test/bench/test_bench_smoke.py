@@ -297,6 +297,8 @@ def test_results_writer_produces_documented_shape(tmp_path: Path) -> None:
     assert scaling["dialogue_length"]["context_used"] <= scaling["dialogue_length"]["context_window"]
     report = render_report(loaded)
     assert "## Experiment 7: scaling" in report
+    empty = [w is None for w in scaling["dialogue_length"]["policies"]["memspec"]["runtime_us_per_round"]]
+    assert ("| no turn |" in report) == any(empty), "a context bucket no turn reached reads 'no turn', not 0 tok/s"
     ts = loaded["thread_settings"]
     assert ts["headline_threads"] == 1 and ts["auto"] and [s["threads"] for s in ts["settings"]] == [1, 2]
     for st in ts["settings"]:
