@@ -218,7 +218,8 @@ FREE_TIME = ["this weekend", "this evening", "on a rainy afternoon", "on my day 
 
 
 def chat(rng: random.Random) -> str:
-    """Small talk with the robot: how it is, how the user is, jokes, poems, tastes and suggestions.
+    """Small talk with the robot: how it is, how the user is, jokes, riddles, poems, tastes, suggestions, kind
+    words for someone, the user's news and free time.
 
     General knowledge (capitals, how things work, famous people) is in :func:`general`: it is the
     fallback's text, and a chat draft that also had to learn it led the general draft by less."""
