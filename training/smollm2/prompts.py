@@ -225,7 +225,7 @@ def chat(rng: random.Random) -> str:
     fallback's text, and a chat draft that also had to learn it led the general draft by less."""
     forms = [
         lambda: f"Tell me {rng.choice(AMUSEMENTS)} about {rng.choice(JOKE_SUBJECTS)}.",
-        lambda: rng.choice(SMALL_TALK),
+        lambda: rng.choice(SMALL_TALK),  # listed twice on purpose: the fixed small talk weighs double
         lambda: rng.choice(SMALL_TALK),
         lambda: f"Write {rng.choice(VERSE)} about {rng.choice(VERSE_SUBJECTS)}.",
         lambda: f"Can you recommend a {rng.choice(RECOMMENDATIONS)}?",
